@@ -1,0 +1,125 @@
+// Package testutil holds what goverbs' tests share: finding the RDMA
+// device of the test bed, and leak accounting.
+//
+// Tests that need a device skip when there is none, unless the environment
+// says one must be there: GOVERBS_REQUIRE_DEVICE=1 (the VM harness and CI
+// set it) turns a missing device into a failure.
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Environment variables set by the test bed (hack/vm).
+const (
+	EnvRequire = "GOVERBS_REQUIRE_DEVICE" // "1": a missing device fails the test
+	EnvDevice  = "GOVERBS_TEST_DEVICE"    // device to test on ("rxe0")
+	EnvNetdev  = "GOVERBS_TEST_NETDEV"    // its network device ("veth0")
+	EnvAddr    = "GOVERBS_TEST_ADDR"      // its IPv4 address ("169.254.77.1")
+)
+
+// Required reports whether the environment demands a device.
+func Required() bool { return os.Getenv(EnvRequire) == "1" }
+
+// missing skips or fails the test, depending on Required.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("required by %s=1: "+format, append([]any{EnvRequire}, args...)...)
+	}
+	t.Skipf("no RDMA test bed: "+format, args...)
+}
+
+// Device returns the device to test on: $GOVERBS_TEST_DEVICE, or else the
+// first device goverbs has a provider for.
+func Device(t testing.TB) verbs.Device {
+	t.Helper()
+	devs, err := verbs.Devices()
+	if err != nil {
+		missing(t, "listing devices: %v", err)
+	}
+	want := os.Getenv(EnvDevice)
+	for _, d := range devs {
+		if (want == "" && d.Driver.Supported()) || d.Name == want {
+			t.Logf("goverbs-integration: using RDMA device %s (%s, %s)", d.Name, d.Driver, d.Path)
+			return d
+		}
+	}
+	if want != "" {
+		missing(t, "device %q not found", want)
+	}
+	missing(t, "no RDMA device with a goverbs provider")
+	return verbs.Device{}
+}
+
+// Open opens the test device and closes it when the test ends.
+func Open(t testing.TB) *verbs.Context {
+	t.Helper()
+	ctx, err := verbs.OpenDevice(Device(t))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ctx.Close(); err != nil {
+			t.Errorf("close context: %v", err)
+		}
+	})
+	return ctx
+}
+
+// Addr returns the test device's IPv4 address.
+func Addr(t testing.TB) string {
+	t.Helper()
+	if a := os.Getenv(EnvAddr); a != "" {
+		return a
+	}
+	missing(t, "%s not set", EnvAddr)
+	return ""
+}
+
+// LookPath finds a program the test needs (rdma-core's tools). When the
+// device is required the program is required too.
+func LookPath(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(t, "%s not installed (hack/vm/install-deps.sh installs it)", name)
+	}
+	return p
+}
+
+// Resources returns the kernel's object counts on dev.
+func Resources(t testing.TB, dev verbs.Device) map[string]uint64 {
+	t.Helper()
+	res, err := dev.Resources()
+	if err != nil {
+		t.Fatalf("resources of %s: %v", dev.Name, err)
+	}
+	return res
+}
+
+// OpenFDs counts this process's open file descriptors.
+func OpenFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("counting fds: %v", err)
+	}
+	return len(ents) - 1 // the directory's own fd
+}
+
+// FDTargets lists what this process's fds point at, for leak reports.
+func FDTargets() string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var b strings.Builder
+	for _, e := range ents {
+		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		b.WriteString(e.Name() + "->" + l + " ")
+	}
+	return b.String()
+}

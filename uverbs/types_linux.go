@@ -1,0 +1,179 @@
+// Copyright The goverbs Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build ignore
+
+// Input to cgo -godefs. See mkabi.sh.
+//
+// Every struct here mirrors a kernel UAPI structure from /usr/include/rdma
+// (package linux-libc-dev). The RDMA UAPI uses fixed-width, explicitly
+// aligned fields, so the generated file serves every 64-bit Linux
+// architecture; abi_test.go asserts the sizes and offsets.
+
+package uverbs
+
+/*
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_verbs.h>
+#include <rdma/ib_user_verbs.h>
+#include <rdma/ib_user_sa.h>
+#include <rdma/rdma_user_cm.h>
+#include <rdma/rdma_user_rxe.h>
+*/
+import "C"
+
+// Socket addresses embedded in rdma_cm commands.
+type (
+	SockaddrStorage C.struct___kernel_sockaddr_storage
+	SockaddrIn6     C.struct_sockaddr_in6
+	In6Addr         C.struct_in6_addr
+)
+
+// ioctl framing (rdma_user_ioctl_cmds.h).
+type (
+	IoctlHdr C.struct_ib_uverbs_ioctl_hdr
+	Attr     C.struct_ib_uverbs_attr
+)
+
+// Legacy write() framing and events (ib_user_verbs.h).
+type (
+	CmdHdr         C.struct_ib_uverbs_cmd_hdr
+	ExCmdHdr       C.struct_ib_uverbs_ex_cmd_hdr
+	AsyncEventDesc C.struct_ib_uverbs_async_event_desc
+	CompEventDesc  C.struct_ib_uverbs_comp_event_desc
+)
+
+// Context and device queries.
+type (
+	GetContext         C.struct_ib_uverbs_get_context
+	GetContextResp     C.struct_ib_uverbs_get_context_resp
+	QueryDevice        C.struct_ib_uverbs_query_device
+	QueryDeviceResp    C.struct_ib_uverbs_query_device_resp
+	ExQueryDevice      C.struct_ib_uverbs_ex_query_device
+	OdpCaps            C.struct_ib_uverbs_odp_caps
+	RssCaps            C.struct_ib_uverbs_rss_caps
+	TmCaps             C.struct_ib_uverbs_tm_caps
+	CqModerationCaps   C.struct_ib_uverbs_cq_moderation_caps
+	ExQueryDeviceResp  C.struct_ib_uverbs_ex_query_device_resp
+	QueryPort          C.struct_ib_uverbs_query_port
+	QueryPortResp      C.struct_ib_uverbs_query_port_resp
+	QueryPortRespEx    C.struct_ib_uverbs_query_port_resp_ex
+	GidEntry           C.struct_ib_uverbs_gid_entry
+)
+
+// Protection domains, memory regions and windows.
+type (
+	AllocPd       C.struct_ib_uverbs_alloc_pd
+	AllocPdResp   C.struct_ib_uverbs_alloc_pd_resp
+	DeallocPd     C.struct_ib_uverbs_dealloc_pd
+	RegMr         C.struct_ib_uverbs_reg_mr
+	RegMrResp     C.struct_ib_uverbs_reg_mr_resp
+	ReregMr       C.struct_ib_uverbs_rereg_mr
+	ReregMrResp   C.struct_ib_uverbs_rereg_mr_resp
+	DeregMr       C.struct_ib_uverbs_dereg_mr
+	AllocMw       C.struct_ib_uverbs_alloc_mw
+	AllocMwResp   C.struct_ib_uverbs_alloc_mw_resp
+	DeallocMw     C.struct_ib_uverbs_dealloc_mw
+)
+
+// Completion channels and completion queues.
+type (
+	CreateCompChannel     C.struct_ib_uverbs_create_comp_channel
+	CreateCompChannelResp C.struct_ib_uverbs_create_comp_channel_resp
+	CreateCq              C.struct_ib_uverbs_create_cq
+	CreateCqResp          C.struct_ib_uverbs_create_cq_resp
+	ResizeCq              C.struct_ib_uverbs_resize_cq
+	ResizeCqResp          C.struct_ib_uverbs_resize_cq_resp
+	Wc                    C.struct_ib_uverbs_wc
+	ReqNotifyCq           C.struct_ib_uverbs_req_notify_cq
+	DestroyCq             C.struct_ib_uverbs_destroy_cq
+	DestroyCqResp         C.struct_ib_uverbs_destroy_cq_resp
+)
+
+// Queue pairs and address handles.
+type (
+	GlobalRoute    C.struct_ib_uverbs_global_route
+	AhAttr         C.struct_ib_uverbs_ah_attr
+	QpAttr         C.struct_ib_uverbs_qp_attr
+	QpCap          C.struct_ib_uverbs_qp_cap
+	QpDest         C.struct_ib_uverbs_qp_dest
+	QueryQp        C.struct_ib_uverbs_query_qp
+	QueryQpResp    C.struct_ib_uverbs_query_qp_resp
+	ModifyQp       C.struct_ib_uverbs_modify_qp
+	ExModifyQp     C.struct_ib_uverbs_ex_modify_qp
+	ExModifyQpResp C.struct_ib_uverbs_ex_modify_qp_resp
+	DestroyQpResp  C.struct_ib_uverbs_destroy_qp_resp
+	Sge            C.struct_ib_uverbs_sge
+	SendWr         C.struct_ib_uverbs_send_wr
+	PostSend       C.struct_ib_uverbs_post_send
+	PostSendResp   C.struct_ib_uverbs_post_send_resp
+	CreateAh       C.struct_ib_uverbs_create_ah
+	CreateAhResp   C.struct_ib_uverbs_create_ah_resp
+	DestroyAh      C.struct_ib_uverbs_destroy_ah
+	AttachMcast    C.struct_ib_uverbs_attach_mcast
+	DetachMcast    C.struct_ib_uverbs_detach_mcast
+)
+
+// Shared receive queues.
+type (
+	ModifySrq      C.struct_ib_uverbs_modify_srq
+	QuerySrq       C.struct_ib_uverbs_query_srq
+	QuerySrqResp   C.struct_ib_uverbs_query_srq_resp
+	DestroySrqResp C.struct_ib_uverbs_destroy_srq_resp
+)
+
+// rdma_cm / ucma (rdma_user_cm.h, ib_user_sa.h).
+type (
+	UcmCmdHdr          C.struct_rdma_ucm_cmd_hdr
+	UcmCreateID        C.struct_rdma_ucm_create_id
+	UcmCreateIDResp    C.struct_rdma_ucm_create_id_resp
+	UcmDestroyID       C.struct_rdma_ucm_destroy_id
+	UcmDestroyIDResp   C.struct_rdma_ucm_destroy_id_resp
+	UcmBind            C.struct_rdma_ucm_bind
+	UcmResolveAddr     C.struct_rdma_ucm_resolve_addr
+	UcmResolveRoute    C.struct_rdma_ucm_resolve_route
+	UcmQuery           C.struct_rdma_ucm_query
+	UcmQueryAddrResp   C.struct_rdma_ucm_query_addr_resp
+	UcmQueryPathResp   C.struct_rdma_ucm_query_path_resp
+	UcmQueryRouteResp  C.struct_rdma_ucm_query_route_resp
+	PathRecData        C.struct_ib_path_rec_data
+	UserPathRec        C.struct_ib_user_path_rec
+	UcmConnParam       C.struct_rdma_ucm_conn_param
+	UcmUdParam         C.struct_rdma_ucm_ud_param
+	UcmEce             C.struct_rdma_ucm_ece
+	UcmConnect         C.struct_rdma_ucm_connect
+	UcmListen          C.struct_rdma_ucm_listen
+	UcmAccept          C.struct_rdma_ucm_accept
+	UcmReject          C.struct_rdma_ucm_reject
+	UcmDisconnect      C.struct_rdma_ucm_disconnect
+	UcmInitQpAttr      C.struct_rdma_ucm_init_qp_attr
+	UcmNotify          C.struct_rdma_ucm_notify
+	UcmJoinMcast       C.struct_rdma_ucm_join_mcast
+	UcmGetEvent        C.struct_rdma_ucm_get_event
+	UcmEventResp       C.struct_rdma_ucm_event_resp
+	UcmSetOption       C.struct_rdma_ucm_set_option
+	UcmMigrateID       C.struct_rdma_ucm_migrate_id
+	UcmMigrateResp     C.struct_rdma_ucm_migrate_resp
+)
+
+// The rxe (Soft-RoCE) provider ABI (rdma_user_rxe.h).
+type (
+	RxeGlobalRoute   C.struct_rxe_global_route
+	RxeAv            C.struct_rxe_av
+	RxeSendWr        C.struct_rxe_send_wr
+	RxeSge           C.struct_rxe_sge
+	RxeMminfo        C.struct_mminfo
+	RxeDmaInfo       C.struct_rxe_dma_info
+	RxeSendWqe       C.struct_rxe_send_wqe
+	RxeRecvWqe       C.struct_rxe_recv_wqe
+	RxeCreateAhResp  C.struct_rxe_create_ah_resp
+	RxeCreateCqResp  C.struct_rxe_create_cq_resp
+	RxeResizeCqResp  C.struct_rxe_resize_cq_resp
+	RxeCreateQpResp  C.struct_rxe_create_qp_resp
+	RxeCreateSrqResp C.struct_rxe_create_srq_resp
+	RxeModifySrqCmd  C.struct_rxe_modify_srq_cmd
+	RxeQueueBuf      C.struct_rxe_queue_buf
+)

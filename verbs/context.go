@@ -1,0 +1,246 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Context is an open uverbs device: the kernel ucontext, its async-event fd
+// and every object created on it. It is safe for concurrent use.
+//
+// Close destroys the objects still open, in the order the kernel requires
+// (QPs, SRQs, CQs, channels, AHs and MWs, MRs, PDs), then closes the fds.
+// The kernel frees the ucontext only when the last reference to the device
+// file is gone, and every mapped ring holds one: objects unmap their rings in
+// their own Close, so after Context.Close nothing of the context remains.
+type Context struct {
+	dev            Device
+	fd             *uverbs.FD
+	async          *uverbs.FD
+	numCompVectors int
+	coreSupport    uint64
+
+	mu      sync.Mutex
+	closed  bool
+	next    uint64
+	objects map[uint64]tracked
+}
+
+type tracked struct {
+	kind ObjectKind
+	obj  io.Closer
+}
+
+// ObjectKind orders the teardown of a Context's objects: lower kinds are
+// destroyed first.
+type ObjectKind int
+
+// Object kinds in teardown order.
+const (
+	KindQP ObjectKind = iota
+	KindSRQ
+	KindCQ
+	KindCompChannel
+	KindAH
+	KindMW
+	KindMR
+	KindPD
+)
+
+// Open opens the RDMA device called name ("rxe0").
+func Open(name string) (*Context, error) {
+	dev, err := LookupDevice(name)
+	if err != nil {
+		return nil, err
+	}
+	return OpenDevice(dev)
+}
+
+// OpenDevice opens dev, as listed by Devices. It fails with a
+// *ProviderError when goverbs has no provider for dev.Driver, and with
+// ErrNotUverbs when dev.Path is not a uverbs character device.
+func OpenDevice(dev Device) (*Context, error) {
+	if dev.Path == "" {
+		return nil, fmt.Errorf("verbs: device %s has no uverbs character device (is ib_uverbs loaded?): %w", dev.Name, ErrNotUverbs)
+	}
+	if !dev.Driver.Supported() {
+		return nil, &ProviderError{Device: dev.Name, Driver: dev.Driver}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev.Path, &st); err != nil {
+		return nil, fmt.Errorf("verbs: %s: %w", dev.Path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return nil, fmt.Errorf("verbs: %s is not a character device: %w", dev.Path, ErrNotUverbs)
+	}
+	raw, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: open %s: %w", dev.Path, err)
+	}
+	fd := uverbs.NewFD(raw)
+	if err := checkUverbs(raw, dev); err != nil {
+		fd.Close()
+		return nil, err
+	}
+	c := &Context{dev: dev, fd: fd, objects: make(map[uint64]tracked)}
+
+	var numVectors uint32
+	var r uverbs.Ioctl
+	r.Init("DEVICE.GET_CONTEXT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_GET_CONTEXT, uint32(dev.Driver))
+	r.Out(uverbs.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, unsafe.Pointer(&numVectors), 4)
+	// CORE_SUPPORT appeared after NUM_COMP_VECTORS; older kernels may not
+	// write it.
+	r.Optional(r.Out(uverbs.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, unsafe.Pointer(&c.coreSupport), 8))
+	if err := r.Do(fd); err != nil {
+		fd.Close()
+		if errors.Is(err, unix.ENOTTY) {
+			return nil, fmt.Errorf("verbs: %s: %w: %w", dev.Path, ErrNotUverbs, err)
+		}
+		return nil, fmt.Errorf("verbs: device %s: %w", dev.Name, err)
+	}
+	c.numCompVectors = int(numVectors)
+
+	r.Init("ASYNC_EVENT.ALLOC", uverbs.UVERBS_OBJECT_ASYNC_EVENT, uverbs.UVERBS_METHOD_ASYNC_EVENT_ALLOC, uint32(dev.Driver))
+	afd := r.NewFD(uverbs.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+	if err := r.Do(fd); err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("verbs: device %s: %w", dev.Name, err)
+	}
+	c.async = uverbs.NewFD(int(int32(r.Data(afd))))
+	return c, nil
+}
+
+// checkUverbs makes sure raw is the uverbs character device dev describes,
+// before any ioctl is sent to it.
+func checkUverbs(raw int, dev Device) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(raw, &st); err != nil {
+		return fmt.Errorf("verbs: stat %s: %w", dev.Path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("verbs: %s: %w", dev.Path, ErrNotUverbs)
+	}
+	if dev.Dev != 0 && uint64(st.Rdev) != dev.Dev {
+		return fmt.Errorf("verbs: %s is device %d:%d, not %s's %d:%d: %w", dev.Path,
+			unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), dev.Name,
+			unix.Major(dev.Dev), unix.Minor(dev.Dev), ErrNotUverbs)
+	}
+	// The char device's sysfs node says which class it belongs to.
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/char/%d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))))
+	if err == nil && !strings.Contains(link, "/infiniband_verbs/") {
+		return fmt.Errorf("verbs: %s: %w", dev.Path, ErrNotUverbs)
+	}
+	return nil
+}
+
+// Device returns the device this context was opened on.
+func (c *Context) Device() Device { return c.dev }
+
+// Driver returns the device's driver id, which every ioctl header carries.
+func (c *Context) Driver() uint32 { return uint32(c.dev.Driver) }
+
+// FD returns the uverbs file descriptor. It is meant for the packages that
+// build objects on a Context (cq, qp, srq, mr); applications do not need it.
+func (c *Context) FD() *uverbs.FD { return c.fd }
+
+// AsyncFD returns the async-event file descriptor of the context.
+func (c *Context) AsyncFD() *uverbs.FD { return c.async }
+
+// NumCompVectors is the number of completion vectors (comp_vector values
+// valid for CQ creation).
+func (c *Context) NumCompVectors() int { return c.numCompVectors }
+
+// CoreSupport is the kernel's IB_UVERBS_CORE_SUPPORT_* bitmap.
+func (c *Context) CoreSupport() uint64 { return c.coreSupport }
+
+// Do issues an ioctl on the context's device. It returns ErrClosed once the
+// context is closed.
+func (c *Context) Do(r *uverbs.Ioctl) error { return r.Do(c.fd) }
+
+// Track registers an object the context owns, so Close can destroy it, and
+// returns a non-zero handle unique within the context. Objects pass the
+// handle to the kernel as their user_handle; the kernel echoes it in
+// completion and async events, and Object maps it back.
+func (c *Context) Track(kind ObjectKind, obj io.Closer) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, ErrClosed
+	}
+	c.next++
+	c.objects[c.next] = tracked{kind, obj}
+	return c.next, nil
+}
+
+// Untrack removes an object registered with Track; objects call it from
+// their Close.
+func (c *Context) Untrack(handle uint64) {
+	c.mu.Lock()
+	delete(c.objects, handle)
+	c.mu.Unlock()
+}
+
+// Object returns the object registered under handle, or nil.
+func (c *Context) Object(handle uint64) io.Closer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.objects[handle].obj
+}
+
+// Objects counts the objects of kind still open on the context.
+func (c *Context) Objects(kind ObjectKind) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.objects {
+		if t.kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Context) checkOpen() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close destroys every object still open on the context in dependency
+// order and closes its file descriptors. Closing twice is not an error.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	objs := make([]tracked, 0, len(c.objects))
+	for _, t := range c.objects {
+		objs = append(objs, t)
+	}
+	c.mu.Unlock()
+
+	sort.SliceStable(objs, func(i, j int) bool { return objs[i].kind < objs[j].kind })
+	var errs []error
+	for _, t := range objs {
+		if err := t.obj.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, c.async.Close(), c.fd.Close())
+	return errors.Join(errs...)
+}

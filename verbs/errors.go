@@ -1,0 +1,39 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+var (
+	// ErrClosed is returned by every operation on a closed Context or on an
+	// object after its Close. It is the same value as uverbs.ErrClosed.
+	ErrClosed = uverbs.ErrClosed
+
+	// ErrNoDevice is returned when a named RDMA device does not exist.
+	ErrNoDevice = errors.New("no such RDMA device")
+
+	// ErrNotUverbs is returned when a path is not a uverbs character device.
+	ErrNotUverbs = errors.New("not a uverbs character device")
+
+	// ErrProviderNotSupported is returned when a device's driver has no
+	// goverbs provider (the code that knows its queue formats).
+	ErrProviderNotSupported = errors.New("provider not supported")
+)
+
+// ProviderError reports a device whose driver goverbs cannot drive.
+// errors.Is(err, ErrProviderNotSupported) is true for it.
+type ProviderError struct {
+	Device string
+	Driver Driver
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("verbs: device %s: driver %s (id %d): %v (goverbs supports: %s)",
+		e.Device, e.Driver, uint32(e.Driver), ErrProviderNotSupported, supportedDrivers())
+}
+
+// Is makes errors.Is(err, ErrProviderNotSupported) hold.
+func (e *ProviderError) Is(target error) bool { return target == ErrProviderNotSupported }

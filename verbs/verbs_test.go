@@ -1,0 +1,321 @@
+package verbs_test
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/uverbs"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+func TestDevicesNetlinkMatchesSysfs(t *testing.T) {
+	dev := testutil.Device(t)
+	if dev.Driver != verbs.DriverRXE || !dev.IndexKnown || dev.CharDev == "" || dev.Ports != 1 {
+		t.Fatalf("netlink device: %+v", dev)
+	}
+	sys, err := verbs.DevicesFromSysfs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sys {
+		if s.Name != dev.Name {
+			continue
+		}
+		// sysfs cannot know the index or the protocol.
+		want := dev
+		want.Index, want.IndexKnown, want.Protocol = 0, false, ""
+		if diff := cmp.Diff(want, s); diff != "" {
+			t.Fatalf("sysfs view differs from netlink (-netlink +sysfs):\n%s", diff)
+		}
+		return
+	}
+	t.Fatalf("%s not found through sysfs: %+v", dev.Name, sys)
+}
+
+func TestQueryDeviceAndPort(t *testing.T) {
+	ctx := testutil.Open(t)
+	a, err := ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fact sheet §4.8: rxe's limits.
+	if a.MaxQPWR != 1048576 || a.MaxSGE != 32 || a.MaxCQE != 32767 || a.AtomicCap != verbs.AtomicHCA ||
+		a.PhysPortCnt != 1 || a.MaxMRSize != ^uint64(0) || a.FWVersion != "0.0.0" {
+		t.Errorf("unexpected rxe attributes: %+v", a)
+	}
+	if a.NodeGUID != ctx.Device().NodeGUID {
+		t.Errorf("node GUID %s from QUERY_DEVICE, %s from netlink", a.NodeGUID, ctx.Device().NodeGUID)
+	}
+	if ctx.NumCompVectors() < 1 {
+		t.Errorf("num_comp_vectors %d", ctx.NumCompVectors())
+	}
+	p, err := ctx.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != verbs.PortActive || p.LinkLayer != verbs.LinkLayerEthernet || p.GIDTblLen == 0 || p.MaxMTU != verbs.MTU4096 {
+		t.Errorf("port 1: %+v", p)
+	}
+	if _, err := ctx.QueryPort(2); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QueryPort(2) on a one-port device: %v, want EINVAL", err)
+	}
+	if _, err := ctx.QueryPort(0); err == nil {
+		t.Error("QueryPort(0) succeeded")
+	}
+}
+
+func TestGIDTable(t *testing.T) {
+	ctx := testutil.Open(t)
+	addr := netip.MustParseAddr(testutil.Addr(t))
+	table, err := ctx.QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range table {
+		if e.Type != verbs.GIDTypeRoCEv2 {
+			t.Errorf("rxe GID %d has type %s", e.Index, e.Type)
+		}
+		one, err := ctx.QueryGID(e.Port, e.Index)
+		if err != nil {
+			t.Fatalf("QueryGID(%d, %d): %v", e.Port, e.Index, err)
+		}
+		if one != e {
+			t.Errorf("QueryGID(%d, %d) = %+v, table has %+v", e.Port, e.Index, one, e)
+		}
+		if netip.AddrFrom16(e.GID).Unmap() == addr {
+			found = true
+			if got := e.GID.String(); got != "::ffff:"+addr.String() {
+				t.Errorf("GID string %q", got)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no GID for %s in %+v", addr, table)
+	}
+	_, err = ctx.QueryGID(1, 1000)
+	if !errors.Is(err, unix.ENODATA) {
+		t.Errorf("QueryGID of an unused index: %v, want ENODATA", err)
+	}
+}
+
+// The GID table as sysfs shows it must agree with the one from the kernel.
+func TestGIDTableMatchesSysfs(t *testing.T) {
+	ctx := testutil.Open(t)
+	table, err := ctx.QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range table {
+		raw, err := os.ReadFile("/sys/class/infiniband/" + ctx.Device().Name + "/ports/1/gids/" + strconv.Itoa(e.Index))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := strings.TrimSpace(string(raw))
+		if got := e.GID.HexString(); got != b {
+			t.Errorf("GID %d: %s from the kernel, %s in sysfs", e.Index, got, b)
+		}
+	}
+}
+
+func TestOpenCloseLeavesNothing(t *testing.T) {
+	dev := testutil.Device(t)
+	warm, err := verbs.OpenDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Close()
+	baseRes := testutil.Resources(t, dev)
+	baseFDs := testutil.OpenFDs(t)
+	const n = 1000
+	for i := 0; i < n; i++ {
+		ctx, err := verbs.OpenDevice(dev)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		pd, err := ctx.AllocPD()
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if i%2 == 0 {
+			// Half the time leave the PD to Context.Close.
+			if err := pd.Close(); err != nil {
+				t.Fatalf("cycle %d: %v", i, err)
+			}
+		}
+		if err := ctx.Close(); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+	}
+	if got := testutil.Resources(t, dev); !cmp.Equal(got, baseRes) {
+		t.Errorf("after %d open/close cycles kernel objects %v, before %v", n, got, baseRes)
+	}
+	if got := testutil.OpenFDs(t); got != baseFDs {
+		t.Errorf("after %d cycles %d fds open, before %d: %s", n, got, baseFDs, testutil.FDTargets())
+	}
+}
+
+// Our netlink resource counts must be what "rdma resource show" prints.
+func TestResourcesMatchRdmaTool(t *testing.T) {
+	ctx := testutil.Open(t)
+	if _, err := ctx.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	rdma := testutil.LookPath(t, "rdma")
+	out, err := exec.Command(rdma, "resource", "show", ctx.Device().Name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma resource show: %v\n%s", err, out)
+	}
+	res := testutil.Resources(t, ctx.Device())
+	for _, m := range regexp.MustCompile(`([a-z_]+) (\d+)`).FindAllStringSubmatch(string(out), -1) {
+		n, _ := strconv.ParseUint(m[2], 10, 64)
+		if res[m[1]] != n {
+			t.Errorf("%s: rdma tool says %d, netlink gave %d (%s)", m[1], n, res[m[1]], strings.TrimSpace(string(out)))
+		}
+	}
+	if res["pd"] < 1 || res["ctx"] < 1 {
+		t.Errorf("resources %v do not show our context and PD", res)
+	}
+}
+
+func TestContextCloseReleasesObjects(t *testing.T) {
+	dev := testutil.Device(t)
+	base := testutil.Resources(t, dev)
+	ctx, err := verbs.OpenDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pds []*verbs.PD
+	for i := 0; i < 3; i++ {
+		pd, err := ctx.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pds = append(pds, pd)
+	}
+	if got := testutil.Resources(t, dev)["pd"]; got != base["pd"]+3 {
+		t.Fatalf("pd count %d, want %d", got, base["pd"]+3)
+	}
+	if ctx.Objects(verbs.KindPD) != 3 {
+		t.Fatalf("context tracks %d PDs", ctx.Objects(verbs.KindPD))
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.Resources(t, dev); !cmp.Equal(got, base) {
+		t.Fatalf("after Close: %v, before %v", got, base)
+	}
+	for _, pd := range pds {
+		if err := pd.Close(); err != nil {
+			t.Errorf("PD.Close after Context.Close: %v", err)
+		}
+		if err := pd.Check(); !errors.Is(err, verbs.ErrClosed) {
+			t.Errorf("PD.Check after close: %v", err)
+		}
+	}
+}
+
+func TestClosedContext(t *testing.T) {
+	dev := testutil.Device(t)
+	ctx, err := verbs.OpenDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := ctx.AllocPD(); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("AllocPD on closed context: %v", err)
+	}
+	if _, err := ctx.QueryDevice(); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("QueryDevice on closed context: %v", err)
+	}
+	if _, err := ctx.QueryPort(1); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("QueryPort on closed context: %v", err)
+	}
+	if _, err := ctx.QueryGIDTable(); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("QueryGIDTable on closed context: %v", err)
+	}
+	var r uverbs.Ioctl
+	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, ctx.Driver())
+	if err := ctx.Do(&r); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("raw ioctl on closed context: %v", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dev := testutil.Device(t)
+
+	if _, err := verbs.Open("no-such-device0"); !errors.Is(err, verbs.ErrNoDevice) {
+		t.Errorf("Open of a missing device: %v", err)
+	}
+
+	notUverbs := dev
+	notUverbs.Path, notUverbs.Dev = "/dev/null", 0
+	if _, err := verbs.OpenDevice(notUverbs); !errors.Is(err, verbs.ErrNotUverbs) {
+		t.Errorf("OpenDevice(/dev/null): %v", err)
+	}
+	notUverbs.Path = "/etc/hostname"
+	if _, err := verbs.OpenDevice(notUverbs); !errors.Is(err, verbs.ErrNotUverbs) {
+		t.Errorf("OpenDevice(regular file): %v", err)
+	}
+	wrongDev := dev
+	wrongDev.Dev++
+	if _, err := verbs.OpenDevice(wrongDev); !errors.Is(err, verbs.ErrNotUverbs) {
+		t.Errorf("OpenDevice with a mismatched dev_t: %v", err)
+	}
+	noChar := dev
+	noChar.Path = ""
+	if _, err := verbs.OpenDevice(noChar); !errors.Is(err, verbs.ErrNotUverbs) {
+		t.Errorf("OpenDevice without a char device: %v", err)
+	}
+
+	for _, drv := range []verbs.Driver{verbs.DriverMLX5, verbs.DriverSIW, verbs.Driver(99)} {
+		wrong := dev
+		wrong.Driver = drv
+		_, err := verbs.OpenDevice(wrong)
+		if !errors.Is(err, verbs.ErrProviderNotSupported) {
+			t.Errorf("OpenDevice with driver %s: %v", drv, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), drv.String()) {
+			t.Errorf("error %q does not name driver %s", err, drv)
+		}
+	}
+
+	// The kernel itself checks the driver id of every ioctl.
+	ctx := testutil.Open(t)
+	var r uverbs.Ioctl
+	var resp uverbs.QueryPortRespEx
+	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, uverbs.RDMA_DRIVER_MLX5)
+	r.Const(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM, 1)
+	r.Out(uverbs.UVERBS_ATTR_QUERY_PORT_RESP, unsafe.Pointer(&resp), 48)
+	if err := ctx.Do(&r); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("ioctl with a wrong driver id: %v, want EINVAL", err)
+	}
+	// An unknown method is EPROTONOSUPPORT, a short output EINVAL.
+	r.Init("DEVICE.?", uverbs.UVERBS_OBJECT_DEVICE, 99, ctx.Driver())
+	if err := ctx.Do(&r); !errors.Is(err, unix.EPROTONOSUPPORT) {
+		t.Errorf("unknown method: %v, want EPROTONOSUPPORT", err)
+	}
+	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, ctx.Driver())
+	r.Const(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM, 1)
+	r.Out(uverbs.UVERBS_ATTR_QUERY_PORT_RESP, unsafe.Pointer(&resp), 32)
+	if err := ctx.Do(&r); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("32-byte QUERY_PORT response: %v, want EINVAL", err)
+	}
+}
