@@ -48,35 +48,35 @@ type (
 
 // Context and device queries.
 type (
-	GetContext         C.struct_ib_uverbs_get_context
-	GetContextResp     C.struct_ib_uverbs_get_context_resp
-	QueryDevice        C.struct_ib_uverbs_query_device
-	QueryDeviceResp    C.struct_ib_uverbs_query_device_resp
-	ExQueryDevice      C.struct_ib_uverbs_ex_query_device
-	OdpCaps            C.struct_ib_uverbs_odp_caps
-	RssCaps            C.struct_ib_uverbs_rss_caps
-	TmCaps             C.struct_ib_uverbs_tm_caps
-	CqModerationCaps   C.struct_ib_uverbs_cq_moderation_caps
-	ExQueryDeviceResp  C.struct_ib_uverbs_ex_query_device_resp
-	QueryPort          C.struct_ib_uverbs_query_port
-	QueryPortResp      C.struct_ib_uverbs_query_port_resp
-	QueryPortRespEx    C.struct_ib_uverbs_query_port_resp_ex
-	GidEntry           C.struct_ib_uverbs_gid_entry
+	GetContext        C.struct_ib_uverbs_get_context
+	GetContextResp    C.struct_ib_uverbs_get_context_resp
+	QueryDevice       C.struct_ib_uverbs_query_device
+	QueryDeviceResp   C.struct_ib_uverbs_query_device_resp
+	ExQueryDevice     C.struct_ib_uverbs_ex_query_device
+	OdpCaps           C.struct_ib_uverbs_odp_caps
+	RssCaps           C.struct_ib_uverbs_rss_caps
+	TmCaps            C.struct_ib_uverbs_tm_caps
+	CqModerationCaps  C.struct_ib_uverbs_cq_moderation_caps
+	ExQueryDeviceResp C.struct_ib_uverbs_ex_query_device_resp
+	QueryPort         C.struct_ib_uverbs_query_port
+	QueryPortResp     C.struct_ib_uverbs_query_port_resp
+	QueryPortRespEx   C.struct_ib_uverbs_query_port_resp_ex
+	GidEntry          C.struct_ib_uverbs_gid_entry
 )
 
 // Protection domains, memory regions and windows.
 type (
-	AllocPd       C.struct_ib_uverbs_alloc_pd
-	AllocPdResp   C.struct_ib_uverbs_alloc_pd_resp
-	DeallocPd     C.struct_ib_uverbs_dealloc_pd
-	RegMr         C.struct_ib_uverbs_reg_mr
-	RegMrResp     C.struct_ib_uverbs_reg_mr_resp
-	ReregMr       C.struct_ib_uverbs_rereg_mr
-	ReregMrResp   C.struct_ib_uverbs_rereg_mr_resp
-	DeregMr       C.struct_ib_uverbs_dereg_mr
-	AllocMw       C.struct_ib_uverbs_alloc_mw
-	AllocMwResp   C.struct_ib_uverbs_alloc_mw_resp
-	DeallocMw     C.struct_ib_uverbs_dealloc_mw
+	AllocPd     C.struct_ib_uverbs_alloc_pd
+	AllocPdResp C.struct_ib_uverbs_alloc_pd_resp
+	DeallocPd   C.struct_ib_uverbs_dealloc_pd
+	RegMr       C.struct_ib_uverbs_reg_mr
+	RegMrResp   C.struct_ib_uverbs_reg_mr_resp
+	ReregMr     C.struct_ib_uverbs_rereg_mr
+	ReregMrResp C.struct_ib_uverbs_rereg_mr_resp
+	DeregMr     C.struct_ib_uverbs_dereg_mr
+	AllocMw     C.struct_ib_uverbs_alloc_mw
+	AllocMwResp C.struct_ib_uverbs_alloc_mw_resp
+	DeallocMw   C.struct_ib_uverbs_dealloc_mw
 )
 
 // Completion channels and completion queues.
@@ -127,36 +127,36 @@ type (
 
 // rdma_cm / ucma (rdma_user_cm.h, ib_user_sa.h).
 type (
-	UcmCmdHdr          C.struct_rdma_ucm_cmd_hdr
-	UcmCreateID        C.struct_rdma_ucm_create_id
-	UcmCreateIDResp    C.struct_rdma_ucm_create_id_resp
-	UcmDestroyID       C.struct_rdma_ucm_destroy_id
-	UcmDestroyIDResp   C.struct_rdma_ucm_destroy_id_resp
-	UcmBind            C.struct_rdma_ucm_bind
-	UcmResolveAddr     C.struct_rdma_ucm_resolve_addr
-	UcmResolveRoute    C.struct_rdma_ucm_resolve_route
-	UcmQuery           C.struct_rdma_ucm_query
-	UcmQueryAddrResp   C.struct_rdma_ucm_query_addr_resp
-	UcmQueryPathResp   C.struct_rdma_ucm_query_path_resp
-	UcmQueryRouteResp  C.struct_rdma_ucm_query_route_resp
-	PathRecData        C.struct_ib_path_rec_data
-	UserPathRec        C.struct_ib_user_path_rec
-	UcmConnParam       C.struct_rdma_ucm_conn_param
-	UcmUdParam         C.struct_rdma_ucm_ud_param
-	UcmEce             C.struct_rdma_ucm_ece
-	UcmConnect         C.struct_rdma_ucm_connect
-	UcmListen          C.struct_rdma_ucm_listen
-	UcmAccept          C.struct_rdma_ucm_accept
-	UcmReject          C.struct_rdma_ucm_reject
-	UcmDisconnect      C.struct_rdma_ucm_disconnect
-	UcmInitQpAttr      C.struct_rdma_ucm_init_qp_attr
-	UcmNotify          C.struct_rdma_ucm_notify
-	UcmJoinMcast       C.struct_rdma_ucm_join_mcast
-	UcmGetEvent        C.struct_rdma_ucm_get_event
-	UcmEventResp       C.struct_rdma_ucm_event_resp
-	UcmSetOption       C.struct_rdma_ucm_set_option
-	UcmMigrateID       C.struct_rdma_ucm_migrate_id
-	UcmMigrateResp     C.struct_rdma_ucm_migrate_resp
+	UcmCmdHdr         C.struct_rdma_ucm_cmd_hdr
+	UcmCreateID       C.struct_rdma_ucm_create_id
+	UcmCreateIDResp   C.struct_rdma_ucm_create_id_resp
+	UcmDestroyID      C.struct_rdma_ucm_destroy_id
+	UcmDestroyIDResp  C.struct_rdma_ucm_destroy_id_resp
+	UcmBind           C.struct_rdma_ucm_bind
+	UcmResolveAddr    C.struct_rdma_ucm_resolve_addr
+	UcmResolveRoute   C.struct_rdma_ucm_resolve_route
+	UcmQuery          C.struct_rdma_ucm_query
+	UcmQueryAddrResp  C.struct_rdma_ucm_query_addr_resp
+	UcmQueryPathResp  C.struct_rdma_ucm_query_path_resp
+	UcmQueryRouteResp C.struct_rdma_ucm_query_route_resp
+	PathRecData       C.struct_ib_path_rec_data
+	UserPathRec       C.struct_ib_user_path_rec
+	UcmConnParam      C.struct_rdma_ucm_conn_param
+	UcmUdParam        C.struct_rdma_ucm_ud_param
+	UcmEce            C.struct_rdma_ucm_ece
+	UcmConnect        C.struct_rdma_ucm_connect
+	UcmListen         C.struct_rdma_ucm_listen
+	UcmAccept         C.struct_rdma_ucm_accept
+	UcmReject         C.struct_rdma_ucm_reject
+	UcmDisconnect     C.struct_rdma_ucm_disconnect
+	UcmInitQpAttr     C.struct_rdma_ucm_init_qp_attr
+	UcmNotify         C.struct_rdma_ucm_notify
+	UcmJoinMcast      C.struct_rdma_ucm_join_mcast
+	UcmGetEvent       C.struct_rdma_ucm_get_event
+	UcmEventResp      C.struct_rdma_ucm_event_resp
+	UcmSetOption      C.struct_rdma_ucm_set_option
+	UcmMigrateID      C.struct_rdma_ucm_migrate_id
+	UcmMigrateResp    C.struct_rdma_ucm_migrate_resp
 )
 
 // The rxe (Soft-RoCE) provider ABI (rdma_user_rxe.h).

@@ -29,8 +29,8 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 func TestParseAttrsMalformed(t *testing.T) {
 	for _, b := range [][]byte{
 		{1},
-		{3, 0, 1, 0},        // length < 4
-		{9, 0, 1, 0, 1, 2},  // length beyond buffer
+		{3, 0, 1, 0},       // length < 4
+		{9, 0, 1, 0, 1, 2}, // length beyond buffer
 		{8, 0, 1, 0, 1, 2, 3, 4, 2},
 	} {
 		if _, err := ParseAttrs(b); err == nil {
