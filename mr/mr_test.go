@@ -1,0 +1,193 @@
+package mr_test
+
+import (
+	"errors"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+func TestAllocBuffer(t *testing.T) {
+	b, err := mr.Alloc(5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := b.Bytes()
+	if len(mem) != 5000 || cap(mem) != 8192 || uintptr(unsafe.Pointer(&mem[0]))%4096 != 0 {
+		t.Fatalf("len %d cap %d addr %p", len(mem), cap(mem), &mem[0])
+	}
+	mem[4999] = 1
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if b.Bytes() != nil || b.Free() != nil {
+		t.Fatal("Free twice")
+	}
+	if _, err := mr.Alloc(0); err == nil {
+		t.Fatal("Alloc(0) succeeded")
+	}
+}
+
+func pd(t *testing.T) *verbs.PD {
+	ctx := testutil.Open(t)
+	p, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRegisterKeys(t *testing.T) {
+	p := pd(t)
+	local, err := mr.New(p, 4096, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if local.RKey() != 0 || local.LKey() == 0 || local.Len() != 4096 {
+		t.Errorf("local-only MR: lkey %#x rkey %#x len %d", local.LKey(), local.RKey(), local.Len())
+	}
+	remote, err := mr.New(p, 4096, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	// rxe: rkey equals lkey when remote access is granted (fact sheet §4.8).
+	if remote.RKey() != remote.LKey() {
+		t.Errorf("remote MR: lkey %#x rkey %#x", remote.LKey(), remote.RKey())
+	}
+	if remote.IOVA() != uint64(uintptr(unsafe.Pointer(&remote.Bytes()[0]))) {
+		t.Errorf("IOVA %#x is not the buffer address", remote.IOVA())
+	}
+}
+
+func TestRegisterGoMemory(t *testing.T) {
+	p := pd(t)
+	heap := make([]byte, 64<<10)
+	m, err := mr.Register(p, heap, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &m.Bytes()[0] != &heap[0] {
+		t.Error("MR does not reference the caller's memory")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zb, err := mr.RegisterIOVA(p, heap, 0x1_0000_0000, mr.LocalWrite|mr.RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zb.Close()
+	if zb.IOVA() != 0x1_0000_0000 {
+		t.Errorf("IOVA %#x", zb.IOVA())
+	}
+}
+
+func TestRegisterErrors(t *testing.T) {
+	p := pd(t)
+	if _, err := mr.Register(p, nil, mr.LocalWrite); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("empty buffer: %v", err)
+	}
+	if _, err := mr.New(p, 4096, mr.RemoteWrite); !errors.Is(err, mr.ErrInvalidAccess) {
+		t.Errorf("remote write without local write: %v", err)
+	}
+	// rxe has no on-demand paging: the kernel says EINVAL.
+	if _, err := mr.New(p, 4096, mr.LocalWrite|mr.OnDemand); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("ODP on rxe: %v", err)
+	}
+	// An unmapped range cannot be pinned.
+	mem, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := unsafe.Slice(&mem[0], len(mem))
+	unix.Munmap(mem)
+	if _, err := mr.Register(p, gone, mr.LocalWrite); !errors.Is(err, unix.EFAULT) {
+		t.Errorf("unmapped range: %v", err)
+	}
+}
+
+func TestPDBusyWhileMRRegistered(t *testing.T) {
+	p := pd(t)
+	m, err := mr.New(p, 4096, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("PD.Close with an MR: %v, want EBUSY", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("PD.Close after the MR: %v", err)
+	}
+	if _, err := mr.New(p, 4096, mr.LocalWrite); !errors.Is(err, verbs.ErrClosed) {
+		t.Fatalf("register in a closed PD: %v", err)
+	}
+	if err := m.Check(); !errors.Is(err, verbs.ErrClosed) {
+		t.Fatalf("Check of a closed MR: %v", err)
+	}
+}
+
+func TestContextCloseDeregisters(t *testing.T) {
+	dev := testutil.Device(t)
+	base := testutil.Resources(t, dev)
+	ctx, err := verbs.OpenDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mrs []*mr.MR
+	for i := 0; i < 4; i++ {
+		m, err := mr.New(p, 4096, mr.LocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mrs = append(mrs, m)
+	}
+	// MRs before the PD: Close must order them.
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.Resources(t, dev); !cmp.Equal(got, base) {
+		t.Fatalf("after Context.Close: %v, before %v", got, base)
+	}
+	for _, m := range mrs {
+		if m.Bytes() != nil {
+			t.Error("New's memory still mapped after Context.Close")
+		}
+	}
+}
+
+func TestRegisterCyclesLeakNothing(t *testing.T) {
+	dev := testutil.Device(t)
+	p := pd(t)
+	base := testutil.Resources(t, dev)
+	fds := testutil.OpenFDs(t)
+	for i := 0; i < 10000; i++ {
+		m, err := mr.New(p, 4096, mr.LocalWrite|mr.RemoteWrite)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+	}
+	if got := testutil.Resources(t, dev); !cmp.Equal(got, base) {
+		t.Errorf("after 10000 cycles: %v, before %v", got, base)
+	}
+	if got := testutil.OpenFDs(t); got != fds {
+		t.Errorf("fds %d, before %d", got, fds)
+	}
+}
