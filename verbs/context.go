@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/pollfd"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -26,7 +27,7 @@ import (
 type Context struct {
 	dev            Device
 	fd             *uverbs.FD
-	async          *uverbs.FD
+	async          *pollfd.FD
 	numCompVectors int
 	coreSupport    uint64
 
@@ -116,7 +117,11 @@ func OpenDevice(dev Device) (*Context, error) {
 		fd.Close()
 		return nil, fmt.Errorf("verbs: device %s: %w", dev.Name, err)
 	}
-	c.async = uverbs.NewFD(int(int32(r.Data(afd))))
+	c.async, err = pollfd.New(int(int32(r.Data(afd))), "uverbs-async")
+	if err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("verbs: device %s: async event fd: %w", dev.Name, err)
+	}
 	return c, nil
 }
 
@@ -153,8 +158,10 @@ func (c *Context) Driver() uint32 { return uint32(c.dev.Driver) }
 // build objects on a Context (cq, qp, srq, mr); applications do not need it.
 func (c *Context) FD() *uverbs.FD { return c.fd }
 
-// AsyncFD returns the async-event file descriptor of the context.
-func (c *Context) AsyncFD() *uverbs.FD { return c.async }
+// AsyncFD returns the number of the async-event file descriptor, for
+// applications that multiplex it with epoll; Event reads it. The number is
+// valid until Close.
+func (c *Context) AsyncFD() int { return c.async.Int() }
 
 // NumCompVectors is the number of completion vectors (comp_vector values
 // valid for CQ creation).

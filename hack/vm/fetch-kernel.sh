@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Downloads and unpacks a Debian bookworm 6.1 kernel for the VM test bed.
+#
+# Usage: hack/vm/fetch-kernel.sh
+#   Prints the unpacked tree's directory (.cache/vm/<pkg>) on stdout, progress
+#   on stderr. A second run finds the cache and only prints the directory.
+#
+# Env: GOVERBS_KERNEL_PKG   package to use instead of the newest
+#                           linux-image-6.1.0-N-amd64 (e.g. linux-image-6.1.0-56-amd64).
+#      GOVERBS_VM_CACHE     cache directory (default: <repo>/.cache/vm).
+#
+# The package is only unpacked with dpkg -x, never installed: the host keeps
+# its own kernel, and installing would run initramfs and bootloader hooks.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${GOVERBS_VM_CACHE:-$repo/.cache/vm}
+
+log() { printf 'fetch-kernel: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+# Prints the candidate version of package $1, or nothing if apt cannot get it.
+candidate() {
+	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
+}
+
+# Prints the newest linux-image-6.1.0-N-amd64 package name. The signed and the
+# -unsigned packages carry the same kernel and modules; the signed one is
+# preferred only because it is the one Debian users actually boot.
+newest_pkg() {
+	apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64(-unsigned)?$' 2>/dev/null |
+		awk '{ print $1 }' |
+		sed -E 's/^linux-image-6\.1\.0-([0-9]+)-amd64(-unsigned)?$/\1 & \2/' |
+		# N descending, then the signed name (empty suffix) before -unsigned.
+		sort -k1,1nr -k3,3 |
+		while read -r _ name _; do
+			if [[ -n $(candidate "$name") ]]; then
+				echo "$name"
+				break
+			fi
+		done
+}
+
+# The repository's .gitignore may not list .cache/; a self-ignoring .gitignore
+# inside it keeps the ~450 MB kernel tree out of git either way.
+mkdir -p "$cache"
+if [[ $cache == "$repo/.cache/vm" && ! -e $repo/.cache/.gitignore ]]; then
+	printf '*\n' >"$repo/.cache/.gitignore"
+fi
+
+# go test -exec starts several VMs at once; on a fresh machine they would all
+# download the kernel and replace each other's trees while in use.
+exec 9>"$cache/.fetch.lock"
+flock 9
+
+pkg=${GOVERBS_KERNEL_PKG:-}
+if [[ -z $pkg ]]; then
+	# Reuse any complete tree already in the cache before asking apt: this keeps
+	# repeated runs offline and fast, and stops a new Debian point release from
+	# silently changing the kernel under a developer mid-task.
+	pkg=$(find "$cache" -mindepth 2 -maxdepth 2 -path '*/linux-image-*/.complete' -printf '%h\n' |
+		xargs -r -n1 basename | sort -V | tail -n1)
+	if [[ -n $pkg ]]; then
+		echo "$cache/$pkg"
+		exit 0
+	fi
+fi
+
+dest=$cache/${pkg:-unknown}
+if [[ -n $pkg && -e $dest/.complete ]]; then
+	echo "$dest"
+	exit 0
+fi
+
+if [[ -z $pkg ]]; then
+	pkg=$(newest_pkg)
+	if [[ -z $pkg ]]; then
+		# Fresh machines (CI) may have no package lists yet.
+		log "no linux-image-6.1.0-N-amd64 known to apt; running apt-get update"
+		apt-get update -qq >&2 || die "apt-get update failed"
+		pkg=$(newest_pkg)
+	fi
+	[[ -n $pkg ]] || die "apt knows no linux-image-6.1.0-N-amd64 package (is this Debian bookworm?)"
+	dest=$cache/$pkg
+	if [[ -e $dest/.complete ]]; then
+		echo "$dest"
+		exit 0
+	fi
+elif [[ -z $(candidate "$pkg") ]]; then
+	apt-get update -qq >&2 || die "apt-get update failed"
+	[[ -n $(candidate "$pkg") ]] || die "apt cannot download $pkg (GOVERBS_KERNEL_PKG)"
+fi
+
+command -v dpkg >/dev/null || die "dpkg is missing"
+command -v depmod >/dev/null || "$here/install-deps.sh" kmod
+
+log "downloading $pkg ($(candidate "$pkg"))"
+tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+# As root apt would drop to the _apt user for the download and complain that
+# it cannot write into a 0700 mktemp directory; the file is only unpacked, so
+# the sandbox buys nothing here.
+(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
+	die "apt-get download $pkg failed"
+deb=$(find "$tmp" -maxdepth 1 -name '*.deb' -print -quit)
+[[ -n $deb ]] || die "apt-get download produced no .deb"
+
+log "unpacking into $dest"
+dpkg -x "$deb" "$tmp/root"
+rm -f "$deb"
+
+vmlinuz=$(find "$tmp/root/boot" -maxdepth 1 -name 'vmlinuz-*' -print -quit)
+[[ -n $vmlinuz ]] || die "$pkg contains no boot/vmlinuz-*"
+version=${vmlinuz##*/vmlinuz-}
+[[ -d $tmp/root/lib/modules/$version ]] || die "$pkg has no lib/modules/$version"
+if [[ ! -s $tmp/root/lib/modules/$version/modules.dep ]]; then
+	# Debian generates modules.dep in postinst, which dpkg -x does not run.
+	log "depmod $version"
+	depmod -b "$tmp/root" "$version"
+fi
+printf '%s\n' "$version" >"$tmp/root/version"
+
+# Publish atomically so an interrupted run never leaves a half tree that a
+# later run would mistake for a complete one.
+rm -rf "$dest"
+mv "$tmp/root" "$dest"
+touch "$dest/.complete"
+log "kernel $version ready"
+echo "$dest"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the VM test bed and the interop tests need.
+#
+# Usage: hack/vm/install-deps.sh [PACKAGE...]
+#   Without arguments the full default set is checked. Prints nothing and
+#   touches nothing when every package is already installed, so run.sh can call
+#   it on every run.
+set -euo pipefail
+
+default_pkgs=(
+	qemu-system-x86 # qemu-system-x86_64 (TCG only: CI has no KVM)
+	cpio            # initramfs archive
+	kmod            # modprobe --show-depends / depmod on the unpacked kernel tree
+	busybox-static  # the initramfs userland (must be static: no libs in the initramfs)
+	rdma-core       # rdma-core providers, reference behaviour for interop tests
+	ibverbs-utils   # ibv_devinfo, ibv_rc_pingpong (smoke test)
+	rdmacm-utils    # rping, ucmatose
+	perftest        # ib_write_bw & co
+	iproute2        # ip, rdma
+	strace
+	xz-utils        # decompress .ko.xz
+	zstd            # decompress .ko.zst
+	libibverbs-dev
+	librdmacm-dev
+)
+if (($# > 0)); then
+	pkgs=("$@")
+else
+	pkgs=("${default_pkgs[@]}")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	# dpkg-query rather than `command -v`: -dev and library packages ship no
+	# command, and a package can be "deinstalled" with its config left behind.
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[[ $status == installed ]] || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+echo "install-deps: installing missing packages: ${missing[*]}" >&2
+sudo=()
+if ((EUID != 0)); then
+	if command -v sudo >/dev/null; then
+		sudo=(sudo)
+	else
+		echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine may have empty or stale package lists; one update is enough.
+"${sudo[@]}" apt-get update -qq >&2
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

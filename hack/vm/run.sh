@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# Runs a command inside a throw-away qemu VM (Debian 6.1 kernel, TCG) that has
+# two Soft-RoCE devices, rxe0 on veth0 (169.254.77.1) and rxe1 on veth1
+# (169.254.77.2), and the host's root file system mounted read-only.
+#
+# Usage: hack/vm/run.sh [options] -- CMD [ARGS...]
+#
+#   --timeout SECONDS  kill the VM and fail after this long (default 1800)
+#   --cpus N           guest CPUs (default 2)
+#   --mem SIZE         guest memory, qemu syntax (default 1G)
+#   --rw DIR           also export host directory DIR read-write at the same
+#                      path (repeatable); everything else is read-only
+#   -v                 copy the kernel log to stderr while the VM runs
+#
+# Defaults can also come from GOVERBS_VM_TIMEOUT, GOVERBS_VM_CPUS,
+# GOVERBS_VM_MEM and GOVERBS_VM_VERBOSE=1 (handy under go test -exec).
+# GOVERBS_VM_CACHE moves the cache (default <repo>/.cache/vm), and
+# GOVERBS_KERNEL_PKG picks the kernel package (see fetch-kernel.sh).
+#
+# CMD runs chrooted into the host root with the caller's working directory,
+# stdin from /dev/null, stdout and stderr merged onto run.sh's stdout.
+# run.sh exits with CMD's status; 124 if the timeout hit, 125 if the VM failed
+# (setup error, kernel panic, no status written). The kernel log of the latest
+# run is kept at .cache/vm/last-kernel.log.
+#
+# Guest environment: only HOME, PATH, GOROOT, GOCACHE, GOTRACEBACK, GODEBUG,
+# GOMAXPROCS, GOCOVERDIR and GOVERBS_* pass through; then TMPDIR=/tmp,
+# GOVERBS_IN_VM=1, GOVERBS_REQUIRE_DEVICE=1, GOVERBS_TEST_DEVICE=rxe0,
+# GOVERBS_TEST_NETDEV=veth0, GOVERBS_TEST_ADDR=169.254.77.1 are set.
+# /run and /dev/shm are empty guest tmpfs; /tmp shows the host's /tmp with
+# writes kept in guest memory (overlayfs), so nothing written there reaches the
+# host: use --rw for directories whose changes must come back.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${GOVERBS_VM_CACHE:-$repo/.cache/vm}
+
+timeout=${GOVERBS_VM_TIMEOUT:-1800}
+cpus=${GOVERBS_VM_CPUS:-2}
+mem=${GOVERBS_VM_MEM:-1G}
+verbose=${GOVERBS_VM_VERBOSE:-0}
+rw_dirs=()
+
+# Modules the guest needs, in load order; run.sh expands each to its
+# dependencies. crc32_generic is no symbol dependency of rdma_rxe (rxe asks the
+# crypto API for "crc32" at run time), so it has to be named, and before rxe.
+guest_modules=(
+	virtio_pci 9pnet_virtio 9p # host root and run directory over virtio-9p
+	overlay                    # writable /tmp on top of the host's
+	crc32_generic
+	ib_core ib_uverbs rdma_cm rdma_ucm
+	veth
+	rdma_rxe
+)
+# Bump when the initramfs layout changes in a way the hash below cannot see.
+initramfs_format=1
+
+usage() {
+	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
+	exit 2
+}
+die() {
+	printf 'vm: %s\n' "$*" >&2
+	exit 125
+}
+
+while (($# > 0)); do
+	case $1 in
+	--timeout) timeout=${2:?--timeout needs a value}; shift 2 ;;
+	--timeout=*) timeout=${1#*=}; shift ;;
+	--cpus) cpus=${2:?--cpus needs a value}; shift 2 ;;
+	--cpus=*) cpus=${1#*=}; shift ;;
+	--mem) mem=${2:?--mem needs a value}; shift 2 ;;
+	--mem=*) mem=${1#*=}; shift ;;
+	--rw) rw_dirs+=("${2:?--rw needs a directory}"); shift 2 ;;
+	--rw=*) rw_dirs+=("${1#*=}"); shift ;;
+	-v) verbose=1; shift ;;
+	-h | --help) usage ;;
+	--) shift; break ;;
+	*) echo "vm: unknown option $1 (the command goes after --)" >&2; usage ;;
+	esac
+done
+(($# > 0)) || usage
+[[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || die "--timeout wants seconds, got '$timeout'"
+[[ $cpus =~ ^[0-9]+$ && $cpus -gt 0 ]] || die "--cpus wants a number, got '$cpus'"
+
+"$here/install-deps.sh" || die "missing packages; run hack/vm/install-deps.sh as root"
+kdir=$("$here/fetch-kernel.sh") || die "cannot fetch the kernel (hack/vm/fetch-kernel.sh)"
+kver=$(<"$kdir/version")
+
+# ------------------------------------------------------------------- kernel --
+
+# qemu can boot the uncompressed vmlinux through its PVH entry point
+# (CONFIG_PVH), which skips the in-guest decompression of the bzImage: that
+# takes ~3 s under TCG, half of the whole boot. Extracted once and cached.
+extract_vmlinux() {
+	local vmlinuz=$1 out=$2 magic cmd off
+	case $(grep -E '^CONFIG_KERNEL_(XZ|ZSTD|GZIP)=y' "$kdir/boot/config-$kver" || true) in
+	*XZ*) magic=$'\xfd7zXZ' cmd=(xz -dc --single-stream) ;;
+	*ZSTD*) magic=$'\x28\xb5\x2f\xfd' cmd=(zstd -qdc) ;;
+	*GZIP*) magic=$'\x1f\x8b\x08' cmd=(gzip -dc) ;;
+	*) return 1 ;;
+	esac
+	grep -q '^CONFIG_PVH=y' "$kdir/boot/config-$kver" || return 1
+	# The compressed payload follows the setup code; its first occurrence of
+	# the format's magic is its start. Trailing bytes are ignored or warned
+	# about by the decompressors, hence the ELF check instead of the status.
+	off=$(LC_ALL=C grep -abo -m1 "$magic" "$vmlinuz" | head -n1 | cut -d: -f1) || return 1
+	[[ -n $off ]] || return 1
+	tail -c +"$((off + 1))" "$vmlinuz" | "${cmd[@]}" >"$out.tmp.$$" 2>/dev/null || true
+	if [[ $(head -c 4 "$out.tmp.$$" | od -An -c | tr -d ' ') != 177ELF ]]; then
+		rm -f "$out.tmp.$$"
+		return 1
+	fi
+	mv "$out.tmp.$$" "$out"
+}
+kernel=$kdir/boot/vmlinuz-$kver
+if [[ -s $kdir/boot/vmlinux-$kver ]] || extract_vmlinux "$kernel" "$kdir/boot/vmlinux-$kver"; then
+	kernel=$kdir/boot/vmlinux-$kver
+fi
+
+# ---------------------------------------------------------------- initramfs --
+
+# Prints the ordered, de-duplicated module files (relative to the modules
+# directory) for guest_modules, skipping built-in ones. modprobe --show-depends
+# on the unpacked tree gives the dependency order without loading anything;
+# -C /dev/null keeps the host's modprobe.d options out of the guest.
+module_files() {
+	local m line path seen=" "
+	for m in "${guest_modules[@]}"; do
+		modprobe -C /dev/null -d "$kdir" -S "$kver" --show-depends "$m" ||
+			die "module $m not found in $kver"
+	done | while read -r line; do
+		case $line in
+		insmod\ *) ;;
+		*) continue ;; # "builtin NAME": nothing to load
+		esac
+		path=${line#insmod }
+		path=${path%% *} # drop module options
+		path=${path#"$kdir"/}
+		path=${path#./}
+		path=${path#lib/modules/"$kver"/}
+		[[ $seen == *" $path "* ]] && continue
+		seen+="$path "
+		echo "$path"
+	done
+}
+
+build_initramfs() {
+	local out=$1 stage f name
+	stage=$(mktemp -d "$cache/.initramfs.XXXXXX")
+	# shellcheck disable=SC2064 # expand now: $stage is local
+	trap "rm -rf '$stage'" RETURN
+	mkdir -p "$stage"/{bin,dev,proc,sys,host,hostrun,modules}
+	cp /bin/busybox "$stage/bin/busybox"
+	install -m 0755 "$here/init" "$stage/init"
+	while read -r f; do
+		name=${f##*/}
+		# busybox insmod reads plain ELF only, so decompress on the host.
+		case $f in
+		*.ko.xz) name=${name%.xz}; xz -dc "$kdir/lib/modules/$kver/$f" >"$stage/modules/$name" ;;
+		*.ko.zst) name=${name%.zst}; zstd -qdc "$kdir/lib/modules/$kver/$f" >"$stage/modules/$name" ;;
+		*.ko.gz) name=${name%.gz}; gzip -dc "$kdir/lib/modules/$kver/$f" >"$stage/modules/$name" ;;
+		*.ko) cp "$kdir/lib/modules/$kver/$f" "$stage/modules/$name" ;;
+		*) die "unexpected module file $f" ;;
+		esac
+		echo "$name" >>"$stage/modules/order"
+	done <<<"$modlist"
+	# Uncompressed: the kernel would spend longer inflating it under TCG than
+	# qemu spends loading a few extra megabytes.
+	(cd "$stage" && find . -mindepth 1 -print0 | LC_ALL=C sort -z |
+		cpio --null --quiet -o -H newc --reproducible) >"$out.tmp.$$"
+	mv "$out.tmp.$$" "$out"
+}
+
+# busybox from the non-static "busybox" package would need a libc the
+# initramfs does not have (ldd fails on static executables).
+if LC_ALL=C ldd /bin/busybox >/dev/null 2>&1; then
+	die "/bin/busybox is dynamically linked; install busybox-static"
+fi
+modlist=$(module_files)
+[[ -n $modlist ]] || die "no modules resolved for $kver"
+key=$({
+	echo "format $initramfs_format"
+	cat "$here/init"
+	echo "$modlist"
+	sha256sum </bin/busybox
+} | sha256sum | cut -c1-16)
+initramfs=$cache/initramfs-$kver-$key.cpio
+if [[ ! -s $initramfs ]]; then
+	build_initramfs "$initramfs"
+	# Older builds are dead weight (a VM still booting from one has it open).
+	find "$cache" -maxdepth 1 -name 'initramfs-*.cpio' ! -name "${initramfs##*/}" -delete
+fi
+
+# ------------------------------------------------------------------ the run --
+
+mkdir -p "$cache"
+run=$(mktemp -d "${TMPDIR:-/tmp}/goverbs-vm.XXXXXX")
+run=$(realpath "$run")
+trap 'rm -rf "$run"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP QUIT
+
+# Read-write exports: canonical paths (the guest mounts them before the
+# chroot, where a symlink in the path would resolve wrongly), and none that
+# lies inside another one (it is writable already, and mounting it separately
+# could hide files written through the outer one).
+rw_canon=()
+for d in "${rw_dirs[@]}"; do
+	[[ -d $d ]] || die "--rw $d: not a directory"
+	d=$(realpath "$d")
+	[[ $d != / ]] || die "--rw /: refusing to export the whole root read-write"
+	rw_canon+=("$d")
+done
+rw_final=()
+if ((${#rw_canon[@]} > 0)); then
+	while IFS= read -r d; do
+		for p in "${rw_final[@]}"; do
+			[[ $d == "$p" || $d == "$p"/* ]] && continue 2
+		done
+		rw_final+=("$d")
+	done < <(printf '%s\n' "${rw_canon[@]}" | LC_ALL=C sort -u)
+fi
+{
+	echo "run $run"
+	i=0
+	for d in "${rw_final[@]}"; do
+		echo "rw rw$i $d"
+		i=$((i + 1))
+	done
+} >"$run/meta"
+
+# cmd.sh is run by the host's bash inside the guest chroot with an empty
+# environment; %q quoting round-trips any argument bytes through bash.
+{
+	echo '# generated by hack/vm/run.sh'
+	while IFS= read -r name; do
+		case $name in
+		HOME | PATH | GOROOT | GOCACHE | GOTRACEBACK | GODEBUG | GOMAXPROCS | GOCOVERDIR | GOVERBS_*)
+			printf 'export %s=%q\n' "$name" "${!name}"
+			;;
+		esac
+	done < <(compgen -e)
+	[[ -n ${PATH:-} ]] || echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+	echo 'export TMPDIR=/tmp GOVERBS_IN_VM=1 GOVERBS_REQUIRE_DEVICE=1'
+	echo 'export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=veth0 GOVERBS_TEST_ADDR=169.254.77.1'
+	# MRs pin memory, so RDMA hosts run with an unlimited memlock limit; root
+	# would bypass the limit anyway, but code that reads it should see the same.
+	echo 'ulimit -l unlimited'
+	printf 'cd -- %q || { echo "vm: cannot cd to %q in the guest" >&2; exit 125; }\n' "$PWD" "$PWD"
+	printf 'exec'
+	printf ' %q' "$@"
+	printf '\n'
+} >"$run/cmd.sh"
+
+# qemu option values are comma-separated; a comma inside a path is doubled.
+qpath() { printf '%s' "${1//,/,,}"; }
+
+virtfs=(
+	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+	-virtfs "local,path=$(qpath "$run"),mount_tag=hostrun,security_model=none,multidevs=remap"
+)
+while read -r _ tag d; do
+	virtfs+=(-virtfs "local,path=$(qpath "$d"),mount_tag=$tag,security_model=none,multidevs=remap")
+done < <(grep '^rw ' "$run/meta" || true)
+
+# ttyS0 is the console (firmware, kernel, init), kept in a file; ttyS1 carries
+# only the command's output to our stdout. The firmware always talks to the
+# first port, so the command's port must be the second. With -v the console
+# goes to stderr as it happens, and qemu itself still copies it to the file.
+append="console=ttyS0 panic=-1 oops=panic"
+if [[ $verbose == 1 ]]; then
+	append+=" loglevel=7"
+	klog_dev=(-chardev "file,id=klog,path=/dev/stderr,append=on,logfile=$(qpath "$run/kernel.log")")
+else
+	append+=" quiet"
+	klog_dev=(-chardev "file,id=klog,path=$(qpath "$run/kernel.log")")
+fi
+
+qemu=(
+	qemu-system-x86_64
+	-accel tcg -cpu max -smp "$cpus" -m "$mem"
+	-nographic -nodefaults -no-user-config -no-reboot -nic none
+	-kernel "$(qpath "$kernel")" -initrd "$(qpath "$initramfs")" -append "$append"
+	"${klog_dev[@]}" -serial chardev:klog
+	-chardev "stdio,id=out,signal=off" -serial chardev:out
+	-monitor none
+	"${virtfs[@]}"
+)
+
+# qboot (shipped with qemu) starts the kernel ~0.3 s sooner than SeaBIOS and
+# prints nothing on the console.
+qboot=/usr/share/qemu/qboot.rom
+[[ ! -f $qboot ]] || qemu+=(-bios "$qboot")
+
+# If run.sh itself is killed (go test's own timeout kills only its direct
+# child, which is us), the VM must not live on: the parent-death signal makes
+# timeout pass a SIGTERM on to qemu. setpriv is in util-linux (Essential).
+guard=()
+command -v setpriv >/dev/null && guard=(setpriv --pdeathsig TERM)
+
+start=$SECONDS
+# Backgrounded and waited for, because bash runs traps only after a
+# foreground child exits; `wait` returns at once when a signal arrives.
+# --foreground keeps qemu in our process group so ^C reaches it too.
+"${guard[@]}" timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null &
+qpid=$!
+trap 'kill -TERM "$qpid" 2>/dev/null; wait "$qpid"; exit 130' INT
+trap 'kill -TERM "$qpid" 2>/dev/null; wait "$qpid"; exit 143' TERM HUP QUIT
+qrc=0
+wait "$qpid" || qrc=$?
+trap - INT TERM HUP QUIT
+elapsed=$((SECONDS - start))
+
+if [[ -f $run/kernel.log ]]; then
+	cp "$run/kernel.log" "$cache/.last-kernel.log.$$"
+	mv -f "$cache/.last-kernel.log.$$" "$cache/last-kernel.log"
+fi
+klog=$cache/last-kernel.log
+
+show_klog_tail() {
+	[[ -f $run/kernel.log ]] || return 0
+	echo "vm: last kernel log lines:" >&2
+	tail -n 40 "$run/kernel.log" | sed 's/^/vm:   /' >&2
+}
+
+if [[ ! -s $run/kernel.log && ! -f $run/rc ]]; then
+	echo "vm: qemu failed to start (status $qrc); see its messages above" >&2
+	exit 125
+fi
+# 137: qemu ignored timeout's SIGTERM and got the SIGKILL 10 s later.
+if ((qrc == 124 || (qrc == 137 && elapsed >= timeout))); then
+	echo "vm: timed out after ${timeout}s; qemu killed. Kernel log: $klog" >&2
+	show_klog_tail
+	exit 124
+fi
+if [[ -f $run/setup-error ]]; then
+	echo "vm: guest setup failed: $(<"$run/setup-error"). Kernel log: $klog" >&2
+	show_klog_tail
+	exit 125
+fi
+if [[ ! -f $run/rc ]]; then
+	echo "vm: the guest stopped after ${elapsed}s without reporting an exit status" \
+		"(qemu status $qrc; kernel panic or crash?). Kernel log: $klog" >&2
+	show_klog_tail
+	exit 125
+fi
+rc=$(<"$run/rc")
+[[ $rc =~ ^[0-9]+$ ]] || die "garbled exit status '$rc' from the guest"
+exit "$rc"
