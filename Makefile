@@ -7,6 +7,7 @@
 # binary in the guest, where GOVERBS_REQUIRE_DEVICE=1 makes a missing device a
 # failure instead of a skip.
 
+SHELL    := /bin/bash
 GO       ?= go
 PKGS     ?= ./...
 VMEXEC   := $(CURDIR)/hack/vm/go-test-exec
