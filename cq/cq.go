@@ -1,0 +1,343 @@
+// Package cq implements completion queues: where the device reports
+// finished work requests.
+//
+// Poll copies completions into a caller's slice, oldest first, straight
+// from the queue the kernel shares with the process: no system call, no
+// allocation, never blocking.
+//
+//	wc := make([]verbs.WorkCompletion, 16)
+//	for {
+//		n, err := c.Poll(wc)
+//		...
+//		for _, w := range wc[:n] {
+//			if w.Status != verbs.WCSuccess {
+//				// only WRID, Status, QPNum and VendorErr are valid here
+//			}
+//		}
+//	}
+//
+// To sleep instead of spinning, bind the CQ to a completion channel
+// (Options.Channel) and use Wait, which arms the CQ, re-polls to close the
+// race with completions that arrived before arming, and parks on Go's
+// netpoller until the channel fires or the context ends.
+package cq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/uverbs"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Options configure a new CQ.
+type Options struct {
+	// CQE is the least number of completions the CQ must hold; the
+	// provider may round it up (CQ.CQE reports the real capacity).
+	CQE int
+	// CompVector selects the completion vector, below
+	// Context.NumCompVectors.
+	CompVector int
+	// Channel, if set, receives an event each time the armed CQ gets a
+	// completion.
+	Channel *verbs.CompChannel
+}
+
+// CQ is a completion queue. Poll may run concurrently with posting on the
+// QPs that use the CQ; concurrent Polls of one CQ are serialized.
+type CQ struct {
+	ctx    *verbs.Context
+	ch     *verbs.CompChannel
+	handle uint32
+	track  uint64
+
+	mu     sync.Mutex // guards ring, cqe and closed against Poll/Resize/Close
+	ring   *rxe.Queue
+	cqe    int
+	closed bool
+
+	notified atomic.Uint32 // notifications read from a shared channel for this CQ
+	events   atomic.Uint64 // completion events received
+}
+
+// ErrBadCQE is returned for a capacity outside what the device supports.
+var ErrBadCQE = errors.New("CQ size out of range")
+
+// New creates a completion queue.
+func New(ctx *verbs.Context, opts Options) (*CQ, error) {
+	if opts.CQE < 1 {
+		return nil, fmt.Errorf("cq: create with %d entries: %w", opts.CQE, ErrBadCQE)
+	}
+	if opts.CompVector < 0 || opts.CompVector >= max(ctx.NumCompVectors(), 1) {
+		return nil, fmt.Errorf("cq: completion vector %d: the device has %d", opts.CompVector, ctx.NumCompVectors())
+	}
+	if opts.Channel != nil && opts.Channel.Context() != ctx {
+		return nil, errors.New("cq: completion channel belongs to another context")
+	}
+	c := &CQ{ctx: ctx, ch: opts.Channel}
+	track, err := ctx.Track(verbs.KindCQ, c)
+	if err != nil {
+		return nil, fmt.Errorf("cq: create: %w", err)
+	}
+	c.track = track
+	if err := c.create(opts); err != nil {
+		ctx.Untrack(track)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *CQ) create(opts Options) error {
+	var respCQE uint32
+	var mi uverbs.RxeCreateCqResp
+	var r uverbs.Ioctl
+	r.Init("CQ.CREATE", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_CREATE, c.ctx.Driver())
+	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_CQ_HANDLE)
+	r.Out(uverbs.UVERBS_ATTR_CREATE_CQ_RESP_CQE, unsafe.Pointer(&respCQE), 4)
+	r.U32(uverbs.UVERBS_ATTR_CREATE_CQ_CQE, uint32(min(opts.CQE, 1<<31-1)))
+	r.U64(uverbs.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, c.track)
+	r.U32(uverbs.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(opts.CompVector))
+	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.ctx.AsyncFD()))
+	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
+	do := func() error { return c.ctx.Do(&r) }
+	if c.ch != nil {
+		// Hold the channel's fd number steady across the call.
+		do = func() error {
+			return c.ch.Raw(func(fd int) error {
+				r.FD(uverbs.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, fd)
+				return c.ctx.Do(&r)
+			})
+		}
+	}
+	if err := do(); err != nil {
+		if errors.Is(err, uverbs.ErrClosed) {
+			return fmt.Errorf("cq: create: %w", verbs.ErrClosed)
+		}
+		return fmt.Errorf("cq: create with %d entries: %w", opts.CQE, err)
+	}
+	c.handle = uint32(r.Data(h))
+	ring, err := mapRing(c.ctx, mi.Mi)
+	if err != nil {
+		c.destroy()
+		return err
+	}
+	c.ring = ring
+	c.cqe = int(respCQE)
+	return nil
+}
+
+func mapRing(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
+	mem, err := uverbs.Mmap(ctx.FD(), mi.Offset, int(mi.Size))
+	if err != nil {
+		return nil, fmt.Errorf("cq: map ring: %w", err)
+	}
+	ring, err := rxe.NewQueue(mem, unsafe.Sizeof(verbs.WorkCompletion{}))
+	if err != nil {
+		uverbs.Munmap(mem)
+		return nil, fmt.Errorf("cq: %w", err)
+	}
+	return ring, nil
+}
+
+// Context returns the context of the CQ.
+func (c *CQ) Context() *verbs.Context { return c.ctx }
+
+// Handle is the kernel handle of the CQ.
+func (c *CQ) Handle() uint32 { return c.handle }
+
+// UserHandle is the value the kernel reports for this CQ in completion and
+// async events.
+func (c *CQ) UserHandle() uint64 { return c.track }
+
+// Channel returns the completion channel the CQ is bound to, or nil.
+func (c *CQ) Channel() *verbs.CompChannel { return c.ch }
+
+// CQE is the capacity of the CQ: how many completions it holds before the
+// device overruns it (an EventCQErr async event).
+func (c *CQ) CQE() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cqe
+}
+
+// Poll moves up to len(wc) completions, oldest first, into wc and returns
+// how many. It never blocks and never allocates; 0 means the CQ is empty.
+// For a completion whose Status is not WCSuccess only WRID, Status, QPNum
+// and VendorErr are valid.
+func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, verbs.ErrClosed
+	}
+	n := rxe.PollCQ(c.ring, wc)
+	c.mu.Unlock()
+	return n, nil
+}
+
+// Pending reports whether completions are waiting to be polled.
+func (c *CQ) Pending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && c.ring.Available() > 0
+}
+
+// ReqNotify arms the CQ: the next completion (with solicitedOnly, the next
+// solicited or error completion) queues one event on the CQ's channel.
+// Arming is one-shot; re-arm after each event.
+func (c *CQ) ReqNotify(solicitedOnly bool) error {
+	if c.ch == nil {
+		return errors.New("cq: ReqNotify: the CQ has no completion channel")
+	}
+	req := uverbs.ReqNotifyCq{Cq_handle: c.handle}
+	if solicitedOnly {
+		req.Solicited_only = 1
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return verbs.ErrClosed
+	}
+	return uverbs.Write(c.ctx.FD(), "REQ_NOTIFY_CQ", uverbs.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &req, nil, 0)
+}
+
+// Events returns how many completion events the channel delivered for this
+// CQ. Every event read is acknowledged by counting it here, so destroying
+// the CQ never waits.
+func (c *CQ) Events() uint64 { return c.events.Load() }
+
+// Wait blocks until the CQ has a completion to poll, or ctx ends. It arms
+// the CQ, returns at once if completions are already queued (closing the
+// race with completions that arrived before arming), and otherwise waits on
+// the channel. Events for other CQs sharing the channel are recorded on
+// them, so their Wait returns without blocking. Use WaitChannel instead when
+// several goroutines wait on one shared channel.
+func (c *CQ) Wait(ctx context.Context) error {
+	for {
+		got, err := c.waitOnce(ctx)
+		if err != nil || got == c {
+			return err
+		}
+	}
+}
+
+func (c *CQ) waitOnce(ctx context.Context) (*CQ, error) {
+	if c.takeNotification() {
+		return c, nil
+	}
+	if err := c.ReqNotify(false); err != nil {
+		return nil, err
+	}
+	if c.Pending() {
+		return c, nil
+	}
+	return WaitChannel(ctx, c.ch)
+}
+
+func (c *CQ) takeNotification() bool {
+	for {
+		n := c.notified.Load()
+		if n == 0 {
+			return false
+		}
+		if c.notified.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// WaitChannel waits for the next completion event on ch, which several CQs
+// may share, and returns the CQ it names (counting the event on it). Arm
+// each CQ with ReqNotify before waiting, and re-arm a returned CQ before
+// polling it dry.
+func WaitChannel(ctx context.Context, ch *verbs.CompChannel) (*CQ, error) {
+	if ch == nil {
+		return nil, errors.New("cq: wait: the CQ has no completion channel")
+	}
+	var handles [16]uint64
+	n, err := ch.Wait(ctx, handles[:])
+	if err != nil {
+		return nil, fmt.Errorf("cq: wait: %w", err)
+	}
+	var first *CQ
+	for _, h := range handles[:n] {
+		c, ok := ch.Context().Object(h).(*CQ)
+		if !ok {
+			continue // destroyed meanwhile
+		}
+		c.events.Add(1)
+		if first == nil {
+			first = c
+		} else {
+			c.notified.Add(1)
+		}
+	}
+	if first == nil {
+		return nil, fmt.Errorf("cq: wait: event for an unknown CQ")
+	}
+	return first, nil
+}
+
+// Resize changes the capacity of the CQ to at least cqe. Completions not
+// yet polled are kept; the kernel refuses (EINVAL) a size they do not fit.
+func (c *CQ) Resize(cqe int) error {
+	if cqe < 1 {
+		return fmt.Errorf("cq: resize to %d: %w", cqe, ErrBadCQE)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return verbs.ErrClosed
+	}
+	req := uverbs.ResizeCq{Handle: c.handle, Cqe: uint32(min(cqe, 1<<31-1))}
+	var resp uverbs.ResizeCqResp
+	var mi uverbs.RxeResizeCqResp
+	var r uverbs.Ioctl
+	r.InitInvokeWrite("RESIZE_CQ", uverbs.IB_USER_VERBS_CMD_RESIZE_CQ, c.ctx.Driver())
+	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
+	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
+	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
+	if err := c.ctx.Do(&r); err != nil {
+		return fmt.Errorf("cq: resize to %d: %w", cqe, err)
+	}
+	ring, err := mapRing(c.ctx, mi.Mi)
+	if err != nil {
+		return err
+	}
+	old := c.ring
+	c.ring, c.cqe = ring, int(resp.Cqe)
+	return uverbs.Munmap(old.Mem())
+}
+
+func (c *CQ) destroy() (uverbs.DestroyCqResp, error) {
+	var resp uverbs.DestroyCqResp
+	var r uverbs.Ioctl
+	r.Init("CQ.DESTROY", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_DESTROY, c.ctx.Driver())
+	r.Handle(uverbs.UVERBS_ATTR_DESTROY_CQ_HANDLE, c.handle)
+	r.Out(uverbs.UVERBS_ATTR_DESTROY_CQ_RESP, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
+	return resp, c.ctx.Do(&r)
+}
+
+// Close destroys the CQ and unmaps its ring. The kernel refuses (EBUSY)
+// while QPs or SRQs still use the CQ; it then stays open.
+func (c *CQ) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if _, err := c.destroy(); err != nil {
+		return fmt.Errorf("cq: destroy: %w", err)
+	}
+	c.closed = true
+	c.ctx.Untrack(c.track)
+	err := uverbs.Munmap(c.ring.Mem())
+	c.ring = nil
+	return err
+}

@@ -1,0 +1,144 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/uverbs"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Sizes of the fixed parts of the work queue elements.
+const (
+	SendWQEHeader = unsafe.Sizeof(uverbs.RxeSendWqe{}) // 208; SGEs or inline data follow
+	RecvWQEHeader = unsafe.Sizeof(uverbs.RxeRecvWqe{}) // 40; SGEs follow
+	sgeSize       = unsafe.Sizeof(verbs.SGE{})
+)
+
+// Byte offsets inside struct rxe_send_wr's union wr (at offset 24 of the
+// WQE), from rdma_user_rxe.h and pinned by uverbs' ABI test.
+const (
+	offWR          = unsafe.Offsetof(uverbs.RxeSendWr{}.Wr)
+	offRemoteAddr  = offWR + 0  // wr.rdma.remote_addr, wr.atomic.remote_addr
+	offRDMARKey    = offWR + 8  // wr.rdma.rkey
+	offCompareAdd  = offWR + 8  // wr.atomic.compare_add
+	offSwap        = offWR + 16 // wr.atomic.swap
+	offAtomicRKey  = offWR + 24 // wr.atomic.rkey
+	offUDRemoteQPN = offWR + 0  // wr.ud.remote_qpn
+	offUDQKey      = offWR + 4  // wr.ud.remote_qkey
+	offUDAHNum     = offWR + 12 // wr.ud.ah_num
+)
+
+// SendWQESize is the element size the kernel uses for a send queue with
+// the given capabilities: room for max(sge*16, inline) bytes after the
+// header, rounded to a power of two of at least 64.
+func SendWQESize(maxSGE, maxInline uint32) uintptr {
+	return roundPow2(SendWQEHeader + max(uintptr(maxSGE)*sgeSize, uintptr(maxInline)))
+}
+
+// RecvWQESize is the element size of a receive queue or SRQ.
+func RecvWQESize(maxSGE uint32) uintptr { return roundPow2(RecvWQEHeader + uintptr(maxSGE)*sgeSize) }
+
+func roundPow2(n uintptr) uintptr {
+	p := uintptr(64)
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// WriteRecv fills a receive WQE at elem. The caller has checked the SGE
+// count against the element size.
+func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
+	w := (*uverbs.RxeRecvWqe)(elem)
+	var length uint32
+	for i := range wr.SGList {
+		length += wr.SGList[i].Length
+	}
+	*w = uverbs.RxeRecvWqe{Id: wr.WRID}
+	w.Dma = uverbs.RxeDmaInfo{Length: length, Resid: length, Num_sge: uint32(len(wr.SGList))}
+	if len(wr.SGList) > 0 {
+		copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)), len(wr.SGList)), wr.SGList)
+	}
+}
+
+// WriteSend fills a send WQE at elem for wr, with ssn as the send sequence
+// number. ahNum is the provider number of wr.AH for UD QPs (0 otherwise).
+// The caller has validated wr against the QP (opcode, SGE count, inline
+// size, atomic alignment).
+func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn uint32) {
+	w := (*uverbs.RxeSendWqe)(elem)
+	*w = uverbs.RxeSendWqe{}
+	w.Wr.Wr_id = wr.WRID
+	w.Wr.Opcode = uint32(wr.Opcode)
+	flags := wr.Flags
+	if wr.InlineData != nil {
+		flags |= verbs.SendInline
+	} else {
+		flags &^= verbs.SendInline
+	}
+	w.Wr.Send_flags = uint32(flags)
+	switch wr.Opcode {
+	case verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm:
+		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm)
+	case verbs.WRSendWithInv:
+		binary.NativeEndian.PutUint32(w.Wr.Ex[:], wr.InvalidateRKey)
+	}
+	put64 := func(off uintptr, v uint64) { *(*uint64)(unsafe.Add(elem, off)) = v }
+	put32 := func(off uintptr, v uint32) { *(*uint32)(unsafe.Add(elem, off)) = v }
+	switch wr.Opcode {
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead:
+		put64(offRemoteAddr, wr.RemoteAddr)
+		put32(offRDMARKey, wr.RKey)
+		// The 6.1 requester builds the RETH from iova, not remote_addr.
+		w.Iova = wr.RemoteAddr
+	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+		put64(offRemoteAddr, wr.RemoteAddr)
+		put64(offCompareAdd, wr.CompareAdd)
+		put64(offSwap, wr.Swap)
+		put32(offAtomicRKey, wr.RKey)
+		w.Iova = wr.RemoteAddr
+	case verbs.WRSend, verbs.WRSendWithImm, verbs.WRSendWithInv:
+		if ud {
+			put32(offUDRemoteQPN, wr.RemoteQPN)
+			put32(offUDQKey, wr.RemoteQKey)
+			put32(offUDAHNum, ahNum)
+		}
+	}
+	var length uint32
+	if wr.InlineData != nil {
+		length = uint32(len(wr.InlineData))
+		copy(unsafe.Slice((*byte)(unsafe.Add(elem, SendWQEHeader)), len(wr.InlineData)), wr.InlineData)
+		w.Dma.Num_sge = 1
+	} else {
+		for i := range wr.SGList {
+			length += wr.SGList[i].Length
+		}
+		if len(wr.SGList) > 0 {
+			copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, SendWQEHeader)), len(wr.SGList)), wr.SGList)
+		}
+		w.Dma.Num_sge = uint32(len(wr.SGList))
+	}
+	w.Dma.Length = length
+	w.Dma.Resid = length
+	w.Ssn = ssn
+}
+
+// PollCQ copies up to len(wc) completions from the CQ ring, oldest first,
+// and releases their slots. It never blocks.
+func PollCQ(q *Queue, wc []verbs.WorkCompletion) int {
+	avail := q.Available()
+	n := min(uint32(len(wc)), avail)
+	if n == 0 {
+		return 0
+	}
+	c := q.ConsumerIndex()
+	for i := uint32(0); i < n; i++ {
+		// The rxe CQE starts with struct ib_uverbs_wc, which
+		// WorkCompletion mirrors field for field.
+		wc[i] = *(*verbs.WorkCompletion)(q.Elem(c))
+		c = q.Next(c)
+	}
+	q.Consume(c)
+	return int(n)
+}

@@ -1,0 +1,186 @@
+package testutil
+
+import (
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/srq"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// GIDIndex returns the GID table index of the test address on port 1 (the
+// IPv4-mapped RoCEv2 GID), as ibv_rc_pingpong's -g takes it.
+func GIDIndex(t testing.TB, ctx *verbs.Context) (int, verbs.GID) {
+	t.Helper()
+	want := netip.MustParseAddr(Addr(t))
+	table, err := ctx.QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range table {
+		if e.Port == 1 && netip.AddrFrom16(e.GID).Unmap() == want {
+			return e.Index, e.GID
+		}
+	}
+	t.Fatalf("no GID for %s on %s", want, ctx.Device().Name)
+	return 0, verbs.GID{}
+}
+
+// Path returns the RoCE path from the test device to itself.
+func Path(t testing.TB, ctx *verbs.Context) verbs.AHAttr {
+	t.Helper()
+	idx, gid := GIDIndex(t, ctx)
+	return verbs.AHAttr{IsGlobal: true, Port: 1, GRH: verbs.GlobalRoute{DGID: gid, SGIDIndex: uint8(idx), HopLimit: 1}}
+}
+
+// Side is one end of a Pair: a QP with its own CQs.
+type Side struct {
+	QP     *qp.QP
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	MR     *mr.MR // 64 KiB, local write + remote read/write/atomic
+}
+
+// Pair is two connected QPs on the test device, both ends on one device
+// (rxe loops the traffic through its full RoCEv2 path).
+type Pair struct {
+	Ctx  *verbs.Context
+	PD   *verbs.PD
+	A, B Side
+}
+
+// PairOptions tune NewPair.
+type PairOptions struct {
+	Type       qp.Type
+	Caps       qp.Caps  // defaults: 16 WRs, 4 SGEs, 64 bytes inline
+	SRQ        *srq.SRQ // both QPs receive from it
+	Channel    bool     // bind the CQs to one completion channel
+	NoRNRRetry bool     // RNR retry count 0 instead of 7 (infinite)
+	CQE        int      // default 64
+}
+
+// NewPair builds and connects a pair; everything is closed when the test
+// ends.
+func NewPair(t testing.TB, o PairOptions) *Pair {
+	t.Helper()
+	ctx := Open(t)
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewPairIn(t, pd, o)
+}
+
+// NewPairIn builds a pair in an existing PD.
+func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
+	t.Helper()
+	ctx := pd.Context()
+	if o.Type == 0 {
+		o.Type = qp.RC
+	}
+	if o.Caps == (qp.Caps{}) {
+		o.Caps = qp.Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
+		if o.SRQ != nil {
+			o.Caps.MaxRecvWR, o.Caps.MaxRecvSGE = 0, 0
+		}
+	}
+	rnrRetry := uint8(7)
+	if o.NoRNRRetry {
+		rnrRetry = 0
+	}
+	if o.CQE == 0 {
+		o.CQE = 64
+	}
+	var ch *verbs.CompChannel
+	if o.Channel {
+		var err error
+		if ch, err = ctx.NewCompChannel(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &Pair{Ctx: ctx, PD: pd}
+	mk := func(s *Side) {
+		var err error
+		if s.SendCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
+			t.Fatal(err)
+		}
+		if s.RecvCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
+			t.Fatal(err)
+		}
+		if s.QP, err = qp.New(pd, qp.Options{Type: o.Type, SendCQ: s.SendCQ, RecvCQ: s.RecvCQ, SRQ: o.SRQ, Caps: o.Caps}); err != nil {
+			t.Fatal(err)
+		}
+		if s.MR, err = mr.New(pd, 64<<10, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(&p.A)
+	mk(&p.B)
+	path := Path(t, ctx)
+	const qkey = 0x11111111
+	connect := func(s, peer *Side, psn, peerPSN uint32) {
+		access := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+		if o.Type == qp.UC {
+			access = mr.LocalWrite | mr.RemoteWrite
+		}
+		if err := s.QP.ToInit(qp.InitAttr{Port: 1, Access: access, QKey: qkey}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.QP.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer.QP.QPN(), RQPSN: peerPSN,
+			MaxDestRdAtomic: 4, MinRNRTimer: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.QP.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: rnrRetry, MaxRdAtomic: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect(&p.A, &p.B, 0x1000, 0x2000)
+	connect(&p.B, &p.A, 0x2000, 0x1000)
+	return p
+}
+
+// QKey is the Q_Key of UD pairs.
+const QKey = 0x11111111
+
+// Completions polls c until it has n completions. It fails the test after
+// a generous guard time (the VM is slow; this only stops a hang).
+func Completions(t testing.TB, c *cq.CQ, n int) []verbs.WorkCompletion {
+	t.Helper()
+	out := make([]verbs.WorkCompletion, 0, n)
+	wc := make([]verbs.WorkCompletion, n)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(out) < n {
+		got, err := c.Poll(wc[:n-len(out)])
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		out = append(out, wc[:got]...)
+		if got == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d of %d completions: %+v", len(out), n, out)
+			}
+			runtime.Gosched()
+		}
+	}
+	return out
+}
+
+// NoCompletion checks that c stays empty for a moment.
+func NoCompletion(t testing.TB, c *cq.CQ) {
+	t.Helper()
+	time.Sleep(50 * time.Millisecond)
+	wc := make([]verbs.WorkCompletion, 1)
+	if n, _ := c.Poll(wc); n != 0 {
+		t.Fatalf("unexpected completion %+v", wc[0])
+	}
+}
+
+// SGE returns an SGE for bytes [off, off+n) of m.
+func SGE(m *mr.MR, off, n int) verbs.SGE {
+	return verbs.SGE{Addr: m.IOVA() + uint64(off), Length: uint32(n), LKey: m.LKey()}
+}

@@ -1,0 +1,130 @@
+package qp
+
+import (
+	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Work request types, for callers who only import qp.
+type (
+	SendWR = verbs.SendWR
+	RecvWR = verbs.RecvWR
+	SGE    = verbs.SGE
+)
+
+// PostSend posts send work requests in order and rings the doorbell once
+// for the list. It allocates nothing. On failure the returned
+// *verbs.PostError names the first work request not posted; those before
+// it were posted (and the doorbell rung for them). A full send queue is
+// verbs.ErrQueueFull, never an overwrite.
+//
+// The QP must be in RTS (or ERR, where work requests complete flushed).
+// Data in InlineData is copied into the queue; SGList memory must stay
+// registered and untouched until the completion.
+func (q *QP) PostSend(wrs []verbs.SendWR) error {
+	q.mu.Lock()
+	state, closed := q.state, q.closed
+	q.mu.Unlock()
+	if closed {
+		return &verbs.PostError{Op: "qp: post send", Err: verbs.ErrClosed}
+	}
+	if state != RTS && state != Error && state != SQD && state != SQE {
+		return &verbs.PostError{Op: "qp: post send", Err: verbs.ErrQPState}
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	sq := q.sq
+	if sq == nil {
+		return &verbs.PostError{Op: "qp: post send", Err: verbs.ErrClosed}
+	}
+	free := sq.Free()
+	p := sq.ProducerIndex()
+	var err error
+	n := 0
+	for i := range wrs {
+		wr := &wrs[i]
+		if uint32(i) >= free {
+			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verbs.ErrQueueFull}
+			break
+		}
+		ahNum, verr := q.validateSend(wr)
+		if verr != nil {
+			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verr}
+			break
+		}
+		rxe.WriteSend(sq.Elem(p), wr, q.typ == UD, ahNum, q.ssn)
+		q.ssn++
+		p = sq.Next(p)
+		n++
+	}
+	if n == 0 {
+		return err
+	}
+	sq.Publish(p)
+	if derr := q.doorbell.Ring(q.pd.Context().FD()); derr != nil && err == nil {
+		err = &verbs.PostError{Op: "qp: post send", Index: 0, Err: derr}
+	}
+	return err
+}
+
+// validateSend checks wr against the QP and returns the provider number of
+// its address handle (UD).
+func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
+	switch wr.Opcode {
+	case verbs.WRSend, verbs.WRSendWithImm:
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		if q.typ == UD {
+			return 0, verbs.ErrBadOpcode
+		}
+	case verbs.WRRDMARead, verbs.WRSendWithInv:
+		if q.typ != RC {
+			return 0, verbs.ErrBadOpcode
+		}
+	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+		if q.typ != RC {
+			return 0, verbs.ErrBadOpcode
+		}
+		if wr.RemoteAddr%8 != 0 || wr.InlineData != nil || len(wr.SGList) != 1 || wr.SGList[0].Length != 8 {
+			return 0, verbs.ErrBadAtomic
+		}
+	default:
+		// Memory windows and local invalidation have no goverbs API yet;
+		// values past the provider's table must never reach the kernel,
+		// which indexes it unchecked.
+		return 0, verbs.ErrBadOpcode
+	}
+	if wr.InlineData != nil {
+		if len(wr.InlineData) > q.caps.MaxInlineData {
+			return 0, verbs.ErrInlineTooLarge
+		}
+		if wr.Opcode == verbs.WRRDMARead {
+			return 0, verbs.ErrBadOpcode // reads land in local memory
+		}
+	} else if len(wr.SGList) > q.sqSGE {
+		return 0, verbs.ErrTooManySGE
+	}
+	if q.typ == UD {
+		if wr.AH == nil || wr.AH.PD() != q.pd || wr.AH.Check() != nil {
+			return 0, verbs.ErrBadAH
+		}
+		return wr.AH.ProviderNum(), nil
+	}
+	return 0, nil
+}
+
+// PostRecv posts receive work requests without a system call. It
+// allocates nothing. On failure the returned *verbs.PostError names the
+// first work request not posted. A QP attached to an SRQ has no receive
+// queue: post to the SRQ.
+func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
+	if q.rq == nil {
+		return &verbs.PostError{Op: "qp: post recv", Err: verbs.ErrBadOpcode}
+	}
+	q.mu.Lock()
+	state := q.state
+	q.mu.Unlock()
+	if state == Reset {
+		return &verbs.PostError{Op: "qp: post recv", Err: verbs.ErrQPState}
+	}
+	return q.rq.Post("qp: post recv", wrs)
+}

@@ -1,0 +1,331 @@
+// Package qp implements queue pairs: reliable connected (RC), unreliable
+// connected (UC) and unreliable datagram (UD).
+//
+// A QP is created in RESET and moved through INIT, RTR (ready to receive)
+// and RTS (ready to send) with the typed transitions ToInit, ToRTR and
+// ToRTS; ToError flushes it. Posting writes work queue elements straight
+// into the queues the kernel shares with the process: PostRecv makes no
+// system call at all, PostSend one (the provider's doorbell) per call, for
+// the whole list. Neither allocates.
+//
+//	q, err := qp.New(pd, qp.Options{Type: qp.RC, SendCQ: scq, RecvCQ: rcq,
+//		Caps: qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+//	err = q.ToInit(qp.InitAttr{Port: 1, Access: mr.RemoteWrite})
+//	err = q.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer, RQPSN: psn})
+//	err = q.ToRTS(qp.RTSAttr{SQPSN: mypsn})
+//	err = q.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: sge}})
+package qp
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/srq"
+	"github.com/goverbs/goverbs/uverbs"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Type is a QP transport type.
+type Type uint8
+
+// QP types.
+const (
+	RC Type = uverbs.IB_UVERBS_QPT_RC
+	UC Type = uverbs.IB_UVERBS_QPT_UC
+	UD Type = uverbs.IB_UVERBS_QPT_UD
+)
+
+func (t Type) String() string {
+	switch t {
+	case RC:
+		return "RC"
+	case UC:
+		return "UC"
+	case UD:
+		return "UD"
+	}
+	return "Type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// State is a QP state.
+type State uint8
+
+// QP states.
+const (
+	Reset State = 0
+	Init  State = 1
+	RTR   State = 2
+	RTS   State = 3
+	SQD   State = 4
+	SQE   State = 5
+	Error State = 6
+)
+
+func (s State) String() string {
+	names := [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+	if int(s) < len(names) {
+		return names[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Caps are a QP's queue capacities. At creation they are minimums; the QP
+// reports what it got.
+type Caps struct {
+	MaxSendWR     int
+	MaxRecvWR     int
+	MaxSendSGE    int
+	MaxRecvSGE    int
+	MaxInlineData int
+}
+
+// Options configure a new QP.
+type Options struct {
+	Type   Type
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	// SRQ, if set, supplies the receive buffers; the QP then has no
+	// receive queue of its own (Caps.MaxRecvWR must be 0).
+	SRQ  *srq.SRQ
+	Caps Caps
+	// SigAll makes every send work request generate a completion, as if
+	// each had SendSignaled.
+	SigAll bool
+}
+
+// QP is a queue pair. PostSend and PostRecv may be called concurrently with
+// each other and with polling; each serializes with itself.
+type QP struct {
+	pd     *verbs.PD
+	typ    Type
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	srq    *srq.SRQ
+	handle uint32
+	qpn    uint32
+	track  uint64
+	caps   Caps
+
+	sqMu     sync.Mutex
+	sq       *rxe.Queue
+	ssn      uint32
+	doorbell *uverbs.Doorbell
+	sqSGE    int
+
+	rq *rxe.RecvRing // nil with an SRQ
+
+	mu     sync.Mutex // guards state and closed
+	state  State
+	closed bool
+}
+
+// New creates a QP in RESET.
+func New(pd *verbs.PD, opts Options) (*QP, error) {
+	if err := validateOptions(pd, &opts); err != nil {
+		return nil, err
+	}
+	ctx := pd.Context()
+	q := &QP{pd: pd, typ: opts.Type, sendCQ: opts.SendCQ, recvCQ: opts.RecvCQ, srq: opts.SRQ}
+	track, err := ctx.Track(verbs.KindQP, q)
+	if err != nil {
+		return nil, fmt.Errorf("qp: create: %w", err)
+	}
+	q.track = track
+	if err := q.create(opts); err != nil {
+		ctx.Untrack(track)
+		return nil, err
+	}
+	return q, nil
+}
+
+func validateOptions(pd *verbs.PD, o *Options) error {
+	if o.Type != RC && o.Type != UC && o.Type != UD {
+		return fmt.Errorf("qp: create: unsupported QP type %s", o.Type)
+	}
+	if o.SendCQ == nil || o.RecvCQ == nil {
+		return errors.New("qp: create: a send CQ and a receive CQ are required (they may be the same)")
+	}
+	c := o.Caps
+	if c.MaxSendWR < 0 || c.MaxRecvWR < 0 || c.MaxSendSGE < 0 || c.MaxRecvSGE < 0 || c.MaxInlineData < 0 {
+		return fmt.Errorf("qp: create: negative capability in %+v", c)
+	}
+	if o.SRQ != nil && (c.MaxRecvWR != 0 || c.MaxRecvSGE != 0) {
+		return errors.New("qp: create: a QP on an SRQ has no receive queue: leave MaxRecvWR and MaxRecvSGE 0")
+	}
+	if err := pd.Check(); err != nil {
+		return fmt.Errorf("qp: create: PD: %w", err)
+	}
+	ctx := pd.Context()
+	if o.SendCQ.Context() != ctx || o.RecvCQ.Context() != ctx {
+		return errors.New("qp: create: CQs belong to another context")
+	}
+	if o.SRQ != nil && o.SRQ.PD() != pd {
+		return errors.New("qp: create: the SRQ belongs to another PD")
+	}
+	return nil
+}
+
+func (q *QP) create(opts Options) error {
+	ctx := q.pd.Context()
+	c := opts.Caps
+	capIn := uverbs.QpCap{
+		Send_wr: uint32(min(c.MaxSendWR, 1<<31-1)), Recv_wr: uint32(min(c.MaxRecvWR, 1<<31-1)),
+		Send_sge: uint32(min(c.MaxSendSGE, 1<<31-1)), Recv_sge: uint32(min(c.MaxRecvSGE, 1<<31-1)),
+		Inline_data: uint32(min(c.MaxInlineData, 1<<31-1)),
+	}
+	var capOut uverbs.QpCap
+	var qpn uint32
+	var drv uverbs.RxeCreateQpResp
+	var r uverbs.Ioctl
+	r.Init("QP.CREATE", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_CREATE, ctx.Driver())
+	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_QP_HANDLE)
+	r.Handle(uverbs.UVERBS_ATTR_CREATE_QP_PD_HANDLE, q.pd.Handle())
+	r.Handle(uverbs.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, opts.SendCQ.Handle())
+	r.Handle(uverbs.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, opts.RecvCQ.Handle())
+	if opts.SRQ != nil {
+		r.Handle(uverbs.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, opts.SRQ.Handle())
+	}
+	r.U64(uverbs.UVERBS_ATTR_CREATE_QP_USER_HANDLE, q.track)
+	r.In(uverbs.UVERBS_ATTR_CREATE_QP_CAP, unsafe.Pointer(&capIn), unsafe.Sizeof(capIn))
+	r.Const(uverbs.UVERBS_ATTR_CREATE_QP_TYPE, uint64(opts.Type))
+	if opts.SigAll {
+		r.U32(uverbs.UVERBS_ATTR_CREATE_QP_FLAGS, uverbs.IB_UVERBS_QP_CREATE_SQ_SIG_ALL)
+	}
+	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_QP_EVENT_FD, ctx.AsyncFD()))
+	r.Out(uverbs.UVERBS_ATTR_CREATE_QP_RESP_CAP, unsafe.Pointer(&capOut), unsafe.Sizeof(capOut))
+	r.Out(uverbs.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, unsafe.Pointer(&qpn), 4)
+	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	if err := ctx.Do(&r); err != nil {
+		if errors.Is(err, uverbs.ErrClosed) {
+			return fmt.Errorf("qp: create: %w", verbs.ErrClosed)
+		}
+		return fmt.Errorf("qp: create %s QP with %+v: %w", opts.Type, c, err)
+	}
+	q.handle = uint32(r.Data(h))
+	q.qpn = qpn
+	q.doorbell = uverbs.NewDoorbell(q.handle)
+	if err := q.mapQueues(drv, capOut); err != nil {
+		q.destroy()
+		return err
+	}
+	return nil
+}
+
+func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
+	ctx := q.pd.Context()
+	mem, err := uverbs.Mmap(ctx.FD(), drv.Sq_mi.Offset, int(drv.Sq_mi.Size))
+	if err != nil {
+		return fmt.Errorf("qp: map send queue: %w", err)
+	}
+	sq, err := rxe.NewQueue(mem, rxe.SendWQEHeader)
+	if err != nil {
+		uverbs.Munmap(mem)
+		return fmt.Errorf("qp: send queue: %w", err)
+	}
+	q.sq = sq
+	payload := sq.ElemSize() - rxe.SendWQEHeader
+	q.sqSGE = min(int(c.Send_sge), int(payload/unsafe.Sizeof(verbs.SGE{})))
+	// The usable depth is one less than the ring's slots.
+	q.caps = Caps{
+		MaxSendWR: int(sq.Slots() - 1), MaxSendSGE: q.sqSGE,
+		MaxInlineData: min(int(c.Inline_data), int(payload)),
+	}
+	if q.srq != nil {
+		return nil
+	}
+	mem, err = uverbs.Mmap(ctx.FD(), drv.Rq_mi.Offset, int(drv.Rq_mi.Size))
+	if err != nil {
+		uverbs.Munmap(sq.Mem())
+		return fmt.Errorf("qp: map receive queue: %w", err)
+	}
+	rq, err := rxe.NewQueue(mem, rxe.RecvWQEHeader)
+	if err != nil {
+		uverbs.Munmap(mem)
+		uverbs.Munmap(sq.Mem())
+		return fmt.Errorf("qp: receive queue: %w", err)
+	}
+	rsge := min(int(c.Recv_sge), int((rq.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
+	q.rq = rxe.NewRecvRing(rq, rsge)
+	q.caps.MaxRecvWR = int(rq.Slots() - 1)
+	q.caps.MaxRecvSGE = rsge
+	return nil
+}
+
+// QPN is the QP number peers address.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Handle is the kernel handle of the QP.
+func (q *QP) Handle() uint32 { return q.handle }
+
+// UserHandle is the value async events carry for this QP.
+func (q *QP) UserHandle() uint64 { return q.track }
+
+// Type is the QP's transport type.
+func (q *QP) Type() Type { return q.typ }
+
+// Caps are the QP's actual capacities.
+func (q *QP) Caps() Caps { return q.caps }
+
+// PD returns the QP's protection domain.
+func (q *QP) PD() *verbs.PD { return q.pd }
+
+// SendCQ and RecvCQ return the QP's completion queues; SRQ its SRQ or nil.
+func (q *QP) SendCQ() *cq.CQ { return q.sendCQ }
+
+// RecvCQ returns the CQ receive completions go to.
+func (q *QP) RecvCQ() *cq.CQ { return q.recvCQ }
+
+// SRQ returns the QP's shared receive queue, or nil.
+func (q *QP) SRQ() *srq.SRQ { return q.srq }
+
+// State returns the state goverbs last moved the QP to. The device may
+// have moved it to Error since; Query asks the kernel.
+func (q *QP) State() State {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state
+}
+
+func (q *QP) destroy() error {
+	var events uint32
+	ctx := q.pd.Context()
+	var r uverbs.Ioctl
+	r.Init("QP.DESTROY", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_DESTROY, ctx.Driver())
+	r.Handle(uverbs.UVERBS_ATTR_DESTROY_QP_HANDLE, q.handle)
+	r.Out(uverbs.UVERBS_ATTR_DESTROY_QP_RESP, unsafe.Pointer(&events), 4)
+	return ctx.Do(&r)
+}
+
+// Close destroys the QP and unmaps its queues. Work requests still queued
+// are dropped without completions.
+func (q *QP) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	if err := q.destroy(); err != nil {
+		return fmt.Errorf("qp: destroy: %w", err)
+	}
+	q.closed = true
+	q.pd.Context().Untrack(q.track)
+	q.sqMu.Lock()
+	sq := q.sq
+	q.sq = nil
+	q.sqMu.Unlock()
+	var errs []error
+	if sq != nil {
+		errs = append(errs, uverbs.Munmap(sq.Mem()))
+	}
+	if q.rq != nil {
+		if rq := q.rq.Close(); rq != nil {
+			errs = append(errs, uverbs.Munmap(rq.Mem()))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,128 @@
+package verbs
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// GlobalRoute is the GRH part of an address: mandatory on RoCE, where the
+// destination GID is the peer's IP address and SGIDIndex picks ours.
+type GlobalRoute struct {
+	DGID         GID
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AHAttr describes a path to a peer: for UD address handles and for the
+// RTR transition of connected QPs.
+type AHAttr struct {
+	GRH         GlobalRoute
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    bool
+	Port        uint8
+}
+
+// ABI converts the attributes to the kernel's struct ib_uverbs_ah_attr.
+func (a *AHAttr) ABI() uverbs.AhAttr {
+	out := uverbs.AhAttr{
+		Dlid: a.DLID, Sl: a.SL, Src_path_bits: a.SrcPathBits, Static_rate: a.StaticRate, Port_num: a.Port,
+	}
+	if a.IsGlobal {
+		out.Is_global = 1
+	}
+	out.Grh.Dgid = a.GRH.DGID
+	out.Grh.Flow_label = a.GRH.FlowLabel
+	out.Grh.Sgid_index = a.GRH.SGIDIndex
+	out.Grh.Hop_limit = a.GRH.HopLimit
+	out.Grh.Traffic_class = a.GRH.TrafficClass
+	return out
+}
+
+// AH is an address handle: where UD sends go.
+type AH struct {
+	pd     *PD
+	handle uint32
+	num    uint32
+	track  uint64
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// CreateAH creates an address handle in the PD. On RoCE the kernel
+// resolves the peer's MAC address from attr.GRH.DGID.
+func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
+	if err := pd.Check(); err != nil {
+		return nil, fmt.Errorf("verbs: create AH: %w", err)
+	}
+	c := pd.ctx
+	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.ABI()}
+	var resp uverbs.CreateAhResp
+	var drv uverbs.RxeCreateAhResp
+	var r uverbs.Ioctl
+	r.InitInvokeWrite("CREATE_AH", uverbs.IB_USER_VERBS_CMD_CREATE_AH, c.Driver())
+	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
+	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
+	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	if err := c.Do(&r); err != nil {
+		return nil, err
+	}
+	ah := &AH{pd: pd, handle: resp.Handle, num: drv.Num}
+	t, err := c.Track(KindAH, ah)
+	if err != nil {
+		ah.destroy()
+		return nil, fmt.Errorf("verbs: create AH: %w", err)
+	}
+	ah.track = t
+	return ah, nil
+}
+
+// Handle is the kernel handle of the AH.
+func (ah *AH) Handle() uint32 { return ah.handle }
+
+// ProviderNum is the provider's number for the AH (rxe's ah_num), which UD
+// work requests carry.
+func (ah *AH) ProviderNum() uint32 { return ah.num }
+
+// PD returns the protection domain of the AH.
+func (ah *AH) PD() *PD { return ah.pd }
+
+// Check returns ErrClosed after Close.
+func (ah *AH) Check() error {
+	ah.mu.Lock()
+	defer ah.mu.Unlock()
+	if ah.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (ah *AH) destroy() error {
+	var r uverbs.Ioctl
+	r.Init("AH.DESTROY", uverbs.UVERBS_OBJECT_AH, uverbs.UVERBS_METHOD_AH_DESTROY, ah.pd.ctx.Driver())
+	r.Handle(uverbs.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
+	return ah.pd.ctx.Do(&r)
+}
+
+// Close destroys the address handle.
+func (ah *AH) Close() error {
+	ah.mu.Lock()
+	defer ah.mu.Unlock()
+	if ah.closed {
+		return nil
+	}
+	if err := ah.destroy(); err != nil {
+		return err
+	}
+	ah.closed = true
+	ah.pd.ctx.Untrack(ah.track)
+	return nil
+}

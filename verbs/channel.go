@@ -1,0 +1,110 @@
+package verbs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/internal/pollfd"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// CompChannel is a completion channel: an fd on which the kernel queues one
+// event each time an armed CQ bound to it gets a completion. Several CQs may
+// share a channel. The fd sits on Go's netpoller; FD exposes its number for
+// epoll users.
+type CompChannel struct {
+	ctx   *Context
+	fd    *pollfd.FD
+	track uint64
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// NewCompChannel creates a completion channel (CREATE_COMP_CHANNEL).
+func (c *Context) NewCompChannel() (*CompChannel, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, fmt.Errorf("verbs: create completion channel: %w", err)
+	}
+	req := uverbs.CreateCompChannel{}
+	var resp uverbs.CreateCompChannelResp
+	var r uverbs.Ioctl
+	r.InitInvokeWrite("CREATE_COMP_CHANNEL", uverbs.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, c.Driver())
+	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
+	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
+	if err := c.Do(&r); err != nil {
+		return nil, err
+	}
+	fd, err := pollfd.New(int(int32(resp.Fd)), "uverbs-comp-channel")
+	if err != nil {
+		return nil, fmt.Errorf("verbs: create completion channel: %w", err)
+	}
+	ch := &CompChannel{ctx: c, fd: fd}
+	t, err := c.Track(KindCompChannel, ch)
+	if err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("verbs: create completion channel: %w", err)
+	}
+	ch.track = t
+	return ch, nil
+}
+
+// Context returns the context the channel belongs to.
+func (ch *CompChannel) Context() *Context { return ch.ctx }
+
+// FD returns the channel's descriptor number, valid until Close, for
+// applications that multiplex it with epoll (it is non-blocking and
+// readable when an event is queued).
+func (ch *CompChannel) FD() int { return ch.fd.Int() }
+
+// Raw runs fn with the channel's descriptor number; the cq package uses it
+// to bind CQs to the channel.
+func (ch *CompChannel) Raw(fn func(fd int) error) error { return ch.fd.Raw(fn) }
+
+// Wait blocks until at least one completion event is queued, then reads
+// events until the fd is drained or handles is full, storing the user
+// handle of each event's CQ (the handle Context.Track returned for it). It
+// returns how many it stored, or ctx.Err() when ctx ends the wait.
+//
+// Each event is one notification of an armed CQ: re-arm the CQ (ReqNotify)
+// before polling it again, or completions that arrive meanwhile notify
+// nobody. Reading drains the fd completely unless handles fills up, so
+// nothing is left behind for an edge-triggered poller to miss.
+func (ch *CompChannel) Wait(ctx context.Context, handles []uint64) (int, error) {
+	if len(handles) == 0 {
+		return 0, fmt.Errorf("verbs: completion channel wait: no room for events")
+	}
+	var d uverbs.CompEventDesc
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&d)), unsafe.Sizeof(d))
+	n, err := ch.fd.Read(ctx, buf)
+	if err != nil {
+		return 0, fmt.Errorf("verbs: completion channel wait: %w", err)
+	}
+	count := 0
+	for n == len(buf) {
+		handles[count] = d.Handle
+		count++
+		if count == len(handles) {
+			break
+		}
+		if n, err = ch.fd.TryRead(buf); err != nil {
+			return count, fmt.Errorf("verbs: completion channel read: %w", err)
+		}
+	}
+	return count, nil
+}
+
+// Close closes the channel. CQs bound to it keep the kernel object alive
+// until they are destroyed.
+func (ch *CompChannel) Close() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return nil
+	}
+	ch.closed = true
+	ch.ctx.Untrack(ch.track)
+	return ch.fd.Close()
+}

@@ -1,0 +1,101 @@
+package verbs
+
+import "strconv"
+
+// SGE is a scatter/gather element: Length bytes at Addr, in the IOVA space
+// of the memory region whose local key is LKey. Its layout is struct
+// ib_uverbs_sge (and rxe's struct rxe_sge).
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// WROpcode is the operation of a send work request (IB_UVERBS_WR_*).
+type WROpcode uint32
+
+// Send work request opcodes.
+const (
+	WRRDMAWrite         WROpcode = 0
+	WRRDMAWriteWithImm  WROpcode = 1
+	WRSend              WROpcode = 2
+	WRSendWithImm       WROpcode = 3
+	WRRDMARead          WROpcode = 4
+	WRAtomicCmpAndSwp   WROpcode = 5
+	WRAtomicFetchAndAdd WROpcode = 6
+	WRLocalInv          WROpcode = 7
+	WRBindMW            WROpcode = 8
+	WRSendWithInv       WROpcode = 9
+)
+
+func (o WROpcode) String() string {
+	switch o {
+	case WRRDMAWrite:
+		return "RDMA_WRITE"
+	case WRRDMAWriteWithImm:
+		return "RDMA_WRITE_WITH_IMM"
+	case WRSend:
+		return "SEND"
+	case WRSendWithImm:
+		return "SEND_WITH_IMM"
+	case WRRDMARead:
+		return "RDMA_READ"
+	case WRAtomicCmpAndSwp:
+		return "ATOMIC_CMP_AND_SWP"
+	case WRAtomicFetchAndAdd:
+		return "ATOMIC_FETCH_AND_ADD"
+	case WRLocalInv:
+		return "LOCAL_INV"
+	case WRBindMW:
+		return "BIND_MW"
+	case WRSendWithInv:
+		return "SEND_WITH_INV"
+	}
+	return "WROpcode(" + strconv.Itoa(int(o)) + ")"
+}
+
+// SendFlags modify a send work request (IB_UVERBS_SEND_*).
+type SendFlags uint32
+
+// Send flags.
+const (
+	SendFence     SendFlags = 1 << 0 // wait for earlier RDMA reads and atomics
+	SendSignaled  SendFlags = 1 << 1 // generate a completion (always, with sq_sig_all)
+	SendSolicited SendFlags = 1 << 2 // wake a receiver armed for solicited events
+	SendInline    SendFlags = 1 << 3 // carry the data in the WQE (set by InlineData)
+)
+
+// SendWR is a send work request: a SEND, an RDMA WRITE or READ, or an
+// atomic operation.
+type SendWR struct {
+	WRID   uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	// SGList names the local memory; ignored when InlineData is set.
+	SGList []SGE
+	// InlineData is copied into the work queue element (up to the QP's
+	// max inline size); no memory registration is needed for it.
+	InlineData []byte
+	// Imm is the immediate data of *_WITH_IMM opcodes, in host byte order:
+	// it travels in network byte order and arrives as WorkCompletion.Imm().
+	Imm uint32
+	// InvalidateRKey is the rkey SEND_WITH_INV invalidates at the peer.
+	InvalidateRKey uint32
+	// RemoteAddr and RKey name the peer's memory for RDMA and atomics.
+	RemoteAddr uint64
+	RKey       uint32
+	// CompareAdd is the value to compare (CMP_AND_SWP) or add (FETCH_AND_ADD);
+	// Swap the value swapped in.
+	CompareAdd uint64
+	Swap       uint64
+	// UD: the address handle, the destination QP and its Q_Key.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
+}
+
+// RecvWR is a receive work request: where an incoming SEND lands.
+type RecvWR struct {
+	WRID   uint64
+	SGList []SGE
+}
