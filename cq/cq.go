@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -215,29 +216,28 @@ func (c *CQ) Events() uint64 { return c.events.Load() }
 // Wait blocks until the CQ has a completion to poll, or ctx ends. It arms
 // the CQ, returns at once if completions are already queued (closing the
 // race with completions that arrived before arming), and otherwise waits on
-// the channel. Events for other CQs sharing the channel are recorded on
-// them, so their Wait returns without blocking. Use WaitChannel instead when
-// several goroutines wait on one shared channel.
+// the channel. Events it reads for other CQs sharing the channel are kept
+// on those CQs, so their Wait, or WaitChannel, returns them without
+// blocking. Wait from one goroutine per channel: the kernel hands each event
+// to whichever reader comes first.
 func (c *CQ) Wait(ctx context.Context) error {
+	if c.ch == nil {
+		return errors.New("cq: wait: the CQ has no completion channel")
+	}
 	for {
-		got, err := c.waitOnce(ctx)
-		if err != nil || got == c {
+		if c.takeNotification() {
+			return nil
+		}
+		if err := c.ReqNotify(false); err != nil {
+			return err
+		}
+		if c.Pending() {
+			return nil
+		}
+		if _, err := readEvents(ctx, c.ch); err != nil {
 			return err
 		}
 	}
-}
-
-func (c *CQ) waitOnce(ctx context.Context) (*CQ, error) {
-	if c.takeNotification() {
-		return c, nil
-	}
-	if err := c.ReqNotify(false); err != nil {
-		return nil, err
-	}
-	if c.Pending() {
-		return c, nil
-	}
-	return WaitChannel(ctx, c.ch)
 }
 
 func (c *CQ) takeNotification() bool {
@@ -252,36 +252,47 @@ func (c *CQ) takeNotification() bool {
 	}
 }
 
-// WaitChannel waits for the next completion event on ch, which several CQs
-// may share, and returns the CQ it names (counting the event on it). Arm
-// each CQ with ReqNotify before waiting, and re-arm a returned CQ before
-// polling it dry.
-func WaitChannel(ctx context.Context, ch *verbs.CompChannel) (*CQ, error) {
-	if ch == nil {
-		return nil, errors.New("cq: wait: the CQ has no completion channel")
-	}
+// readEvents blocks until the channel has events, drains them, and records
+// each on its CQ (counting it as received and acknowledged).
+func readEvents(ctx context.Context, ch *verbs.CompChannel) (int, error) {
 	var handles [16]uint64
 	n, err := ch.Wait(ctx, handles[:])
 	if err != nil {
-		return nil, fmt.Errorf("cq: wait: %w", err)
+		return 0, fmt.Errorf("cq: wait: %w", err)
 	}
-	var first *CQ
 	for _, h := range handles[:n] {
-		c, ok := ch.Context().Object(h).(*CQ)
-		if !ok {
-			continue // destroyed meanwhile
-		}
-		c.events.Add(1)
-		if first == nil {
-			first = c
-		} else {
+		if c, ok := ch.Context().Object(h).(*CQ); ok { // else destroyed meanwhile
+			c.events.Add(1)
 			c.notified.Add(1)
 		}
 	}
-	if first == nil {
-		return nil, fmt.Errorf("cq: wait: event for an unknown CQ")
+	return n, nil
+}
+
+// WaitChannel returns a CQ bound to ch that has had a completion event,
+// waiting for one if none is recorded yet; several CQs may share ch. Arm
+// each CQ with ReqNotify before waiting, and re-arm a returned CQ before
+// polling it dry, or its next completion notifies nobody.
+func WaitChannel(ctx context.Context, ch *verbs.CompChannel) (*CQ, error) {
+	if ch == nil {
+		return nil, errors.New("cq: wait: no completion channel")
 	}
-	return first, nil
+	for {
+		var found *CQ
+		ch.Context().ForEach(verbs.KindCQ, func(o io.Closer) bool {
+			if c, ok := o.(*CQ); ok && c.ch == ch && c.takeNotification() {
+				found = c
+				return false
+			}
+			return true
+		})
+		if found != nil {
+			return found, nil
+		}
+		if _, err := readEvents(ctx, ch); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // Resize changes the capacity of the CQ to at least cqe. Completions not
