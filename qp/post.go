@@ -43,13 +43,13 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	n := 0
 	for i := range wrs {
 		wr := &wrs[i]
-		if uint32(i) >= free {
-			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verbs.ErrQueueFull}
-			break
-		}
 		ahNum, verr := q.validateSend(wr)
 		if verr != nil {
 			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verr}
+			break
+		}
+		if uint32(i) >= free {
+			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verbs.ErrQueueFull}
 			break
 		}
 		rxe.WriteSend(sq.Elem(p), wr, q.typ == UD, ahNum, q.ssn)

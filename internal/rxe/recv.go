@@ -47,12 +47,12 @@ func (r *RecvRing) Post(op string, wrs []verbs.RecvWR) error {
 	var err error
 	n := 0
 	for i := range wrs {
-		if uint32(i) >= free {
-			err = &verbs.PostError{Op: op, Index: i, Err: verbs.ErrQueueFull}
-			break
-		}
 		if len(wrs[i].SGList) > r.maxSGE {
 			err = &verbs.PostError{Op: op, Index: i, Err: verbs.ErrTooManySGE}
+			break
+		}
+		if uint32(i) >= free {
+			err = &verbs.PostError{Op: op, Index: i, Err: verbs.ErrQueueFull}
 			break
 		}
 		WriteRecv(q.Elem(p), &wrs[i])
