@@ -72,6 +72,8 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseAttrs -fuzztime 20s ./internal/rdmanl
 	$(GO) test -run '^$$' -fuzz FuzzParseMessages -fuzztime 20s ./internal/rdmanl
+	$(GO) test -run '^$$' -fuzz FuzzPollCQ -fuzztime 20s ./internal/rxe
+	$(GO) test -run '^$$' -fuzz FuzzSendWR -fuzztime 20s ./qp
 
 clean:
 	rm -rf bin .cache/test

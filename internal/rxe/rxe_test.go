@@ -1,0 +1,137 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/uverbs"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// verbs.WorkCompletion must mirror struct ib_uverbs_wc, which PollCQ copies
+// into it whole.
+func TestWorkCompletionLayout(t *testing.T) {
+	wc, abi := reflect.TypeOf(verbs.WorkCompletion{}), reflect.TypeOf(uverbs.Wc{})
+	if wc.Size() != abi.Size() {
+		t.Fatalf("WorkCompletion is %d bytes, ib_uverbs_wc %d", wc.Size(), abi.Size())
+	}
+	pairs := map[string]string{"WRID": "Wr_id", "Status": "Status", "Opcode": "Opcode", "VendorErr": "Vendor_err",
+		"ByteLen": "Byte_len", "ImmData": "Ex", "QPNum": "Qp_num", "SrcQP": "Src_qp", "Flags": "Wc_flags",
+		"PkeyIndex": "Pkey_index", "SLID": "Slid", "SL": "Sl", "DLIDPathBits": "Dlid_path_bits", "PortNum": "Port_num"}
+	for ours, theirs := range pairs {
+		a, _ := wc.FieldByName(ours)
+		b, _ := abi.FieldByName(theirs)
+		if a.Offset != b.Offset || a.Type.Size() != b.Type.Size() {
+			t.Errorf("WorkCompletion.%s at %d (%d bytes), ib_uverbs_wc.%s at %d (%d bytes)",
+				ours, a.Offset, a.Type.Size(), theirs, b.Offset, b.Type.Size())
+		}
+	}
+	if unsafe.Sizeof(verbs.SGE{}) != unsafe.Sizeof(uverbs.RxeSge{}) {
+		t.Fatal("verbs.SGE does not match struct rxe_sge")
+	}
+}
+
+// fakeQueue builds queue memory like the kernel's: header, then slots.
+func fakeQueue(t testing.TB, log2, slots uint32) []byte {
+	mem := make([]byte, int(offData)+int(slots)<<log2)
+	binary.NativeEndian.PutUint32(mem[0:], log2)
+	binary.NativeEndian.PutUint32(mem[4:], slots-1)
+	return mem
+}
+
+func TestPollCQRing(t *testing.T) {
+	mem := fakeQueue(t, 7, 8)
+	q, err := NewQueue(mem, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel produced 3 CQEs starting at slot 6 (wrapping).
+	binary.NativeEndian.PutUint32(mem[offConsumer:], 6)
+	for i, slot := range []uint32{6, 7, 0} {
+		(*verbs.WorkCompletion)(q.Elem(slot)).WRID = uint64(100 + i)
+	}
+	binary.NativeEndian.PutUint32(mem[offProducer:], 1)
+	wc := make([]verbs.WorkCompletion, 2)
+	if n := PollCQ(q, wc); n != 2 || wc[0].WRID != 100 || wc[1].WRID != 101 {
+		t.Fatalf("first poll: %d %+v", n, wc)
+	}
+	if c := q.ConsumerIndex(); c != 0 {
+		t.Fatalf("consumer index %d after 2 of 3", c)
+	}
+	if n := PollCQ(q, wc); n != 1 || wc[0].WRID != 102 {
+		t.Fatalf("second poll: %d %+v", n, wc)
+	}
+	if n := PollCQ(q, wc); n != 0 {
+		t.Fatalf("empty ring polled %d", n)
+	}
+}
+
+func TestRecvRingFullAndWrap(t *testing.T) {
+	mem := fakeQueue(t, 6, 4)
+	q, err := NewQueue(mem, RecvWQEHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecvRing(q, 1)
+	sge := []verbs.SGE{{Addr: 0x1000, Length: 64, LKey: 7}}
+	err = r.Post("t", []verbs.RecvWR{{WRID: 1, SGList: sge}, {WRID: 2, SGList: sge}, {WRID: 3, SGList: sge}, {WRID: 4, SGList: sge}})
+	if pe, ok := verbs.IsPostError(err); !ok || pe.Index != 3 || pe.Err != verbs.ErrQueueFull {
+		t.Fatalf("4 receives into 3 usable slots: %v", err)
+	}
+	if q.ProducerIndex() != 3 || r.Posted() != 3 {
+		t.Fatalf("producer %d posted %d", q.ProducerIndex(), r.Posted())
+	}
+	w := (*uverbs.RxeRecvWqe)(q.Elem(1))
+	if w.Id != 2 || w.Dma.Length != 64 || w.Dma.Resid != 64 || w.Dma.Num_sge != 1 {
+		t.Fatalf("WQE %+v", w)
+	}
+	// The kernel consumes two; two more fit and the index wraps.
+	binary.NativeEndian.PutUint32(mem[offConsumer:], 2)
+	if err := r.Post("t", []verbs.RecvWR{{WRID: 5, SGList: sge}, {WRID: 6, SGList: sge}}); err != nil {
+		t.Fatal(err)
+	}
+	if q.ProducerIndex() != 1 {
+		t.Fatalf("producer %d after wrap", q.ProducerIndex())
+	}
+}
+
+func TestNewQueueRejectsBadHeaders(t *testing.T) {
+	for _, mem := range [][]byte{
+		make([]byte, 10),
+		fakeQueue(t, 7, 8)[:500],      // shorter than its slots
+		append(fakeQueue(t, 3, 8), 0), // elements under 64 bytes
+		func() []byte { m := fakeQueue(t, 7, 8); binary.NativeEndian.PutUint32(m[4:], 6); return m }(), // mask not 2^n-1
+	} {
+		if _, err := NewQueue(mem, 48); err == nil {
+			t.Errorf("NewQueue accepted a %d-byte mapping with a bad header", len(mem))
+		}
+	}
+}
+
+// FuzzPollCQ: whatever the kernel-shared memory holds (indices, header),
+// polling never reads outside the mapping, never panics, and returns at
+// most what the caller has room for.
+func FuzzPollCQ(f *testing.F) {
+	f.Add(uint32(7), uint32(15), uint32(3), uint32(9), 4)
+	f.Add(uint32(7), uint32(1), uint32(0), uint32(0xffffffff), 1)
+	f.Fuzz(func(t *testing.T, log2, mask, cons, prod uint32, room int) {
+		if log2 > 12 || mask > 1<<10 || room < 0 || room > 64 {
+			return
+		}
+		mem := make([]byte, int(offData)+int(mask+1)<<log2)
+		binary.NativeEndian.PutUint32(mem[0:], log2)
+		binary.NativeEndian.PutUint32(mem[4:], mask)
+		q, err := NewQueue(mem, 48)
+		if err != nil {
+			return
+		}
+		binary.NativeEndian.PutUint32(mem[offConsumer:], cons)
+		binary.NativeEndian.PutUint32(mem[offProducer:], prod)
+		wc := make([]verbs.WorkCompletion, room)
+		if n := PollCQ(q, wc); n < 0 || n > room {
+			t.Fatalf("polled %d into %d", n, room)
+		}
+	})
+}
