@@ -282,3 +282,39 @@ func TestClosedAndBusy(t *testing.T) {
 		t.Error("qp.New on a destroyed CQ succeeded")
 	}
 }
+
+// Armed for solicited completions only, the CQ ignores an unsolicited
+// receive and fires for a solicited one.
+func TestReqNotifySolicitedOnly(t *testing.T) {
+	p := testutil.NewPair(t, testutil.PairOptions{Channel: true})
+	c := p.B.RecvCQ
+	for i := 0; i < 2; i++ {
+		if err := p.B.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGList: []verbs.SGE{testutil.SGE(p.B.MR, i*64, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ReqNotify(true); err != nil {
+		t.Fatal(err)
+	}
+	send := func(flags verbs.SendFlags) {
+		if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled | flags, InlineData: []byte("s")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(0)
+	testutil.Completions(t, p.A.SendCQ, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := cq.WaitChannel(ctx, c.Channel())
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unsolicited receive notified a solicited-only CQ: %v", err)
+	}
+	send(verbs.SendSolicited)
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got, err := cq.WaitChannel(ctx, c.Channel())
+	if err != nil || got != c {
+		t.Fatalf("solicited receive: %v (%p, want %p)", err, got, c)
+	}
+	testutil.Completions(t, c, 2)
+}

@@ -2,6 +2,8 @@ package mr_test
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -189,5 +191,37 @@ func TestRegisterCyclesLeakNothing(t *testing.T) {
 	}
 	if got := testutil.OpenFDs(t); got != fds {
 		t.Errorf("fds %d, before %d", got, fds)
+	}
+}
+
+// Without CAP_IPC_LOCK and with RLIMIT_MEMLOCK 0 the kernel cannot pin:
+// the error says what to raise.
+func TestRegisterMemlockAdvice(t *testing.T) {
+	p := pd(t)
+	runtime.LockOSThread() // capabilities are per thread
+	defer runtime.UnlockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		t.Skip(err)
+	}
+	saved := data
+	data[0].Effective &^= 1 << unix.CAP_IPC_LOCK
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		t.Skipf("cannot drop CAP_IPC_LOCK: %v", err)
+	}
+	defer unix.Capset(&hdr, &saved[0])
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim)
+	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim)
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 0, Max: lim.Max}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := mr.New(p, 4096, mr.LocalWrite)
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("registration with memlock 0: %v", err)
+	}
+	if !strings.Contains(err.Error(), "RLIMIT_MEMLOCK") || !strings.Contains(err.Error(), "CAP_IPC_LOCK") {
+		t.Errorf("error %q does not say what to raise", err)
 	}
 }
