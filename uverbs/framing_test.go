@@ -194,3 +194,18 @@ func TestOpErrorUnwrap(t *testing.T) {
 		t.Fatal("nil errors must stay nil")
 	}
 }
+
+// Fact sheet §7.1: rdma_cm commands carry in = the command struct's size.
+func TestUcmaBytes(t *testing.T) {
+	var resp UcmCreateIDResp
+	addr := uint64(uintptr(unsafe.Pointer(&resp)))
+	got := EncodeUcma(RDMA_USER_CM_CMD_CREATE_ID, &UcmCreateID{Uid: 0x1111, Response: addr, Ps: RDMA_PS_TCP, Type: 2}, 4)
+	want := le(4, 0, 2, 24, 2, 4, 8, 0x1111, 8, addr, 2, 0x106, 1, 2, 1, 0, 4, 0)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("CREATE_ID bytes (-want +got):\n%s", diff)
+	}
+	got = EncodeUcma(RDMA_USER_CM_CMD_DISCONNECT, &UcmDisconnect{Id: 7}, 0)
+	if diff := cmp.Diff(le(4, 10, 2, 4, 2, 0, 4, 7), got); diff != "" {
+		t.Fatalf("DISCONNECT bytes (-want +got):\n%s", diff)
+	}
+}

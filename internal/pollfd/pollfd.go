@@ -132,3 +132,33 @@ func (p *FD) Close() error {
 	}
 	return p.f.Close()
 }
+
+// Do runs fn with the descriptor until it returns something other than
+// EAGAIN, waiting on the netpoller for readability in between (for
+// commands such as rdma_cm's GET_EVENT, a write that blocks until an event
+// is readable). It returns ctx.Err() when ctx ends the wait.
+func (p *FD) Do(ctx context.Context, fn func(fd int) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if done := ctx.Done(); done != nil {
+		stop := context.AfterFunc(ctx, func() { p.f.SetReadDeadline(time.Unix(1, 0)) })
+		defer func() {
+			if !stop() {
+				p.f.SetReadDeadline(time.Time{})
+			}
+		}()
+	}
+	var ferr error
+	err := p.rc.Read(func(fd uintptr) bool {
+		ferr = fn(int(fd))
+		return !errors.Is(ferr, unix.EAGAIN)
+	})
+	if err != nil {
+		if errors.Is(err, errDeadline) && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return p.mapErr(err)
+	}
+	return ferr
+}
