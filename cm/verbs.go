@@ -1,0 +1,218 @@
+package cm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// Endpoint is what librdmacm's rdma_create_ep and rdma_create_qp set up
+// for an ID when no CQs are given: a QP whose sends and receives complete
+// on two separate CQs, each with its own completion channel, and the
+// rdma_verbs.h conveniences on top (post a buffer of a registered region,
+// get one completion, blocking).
+type Endpoint struct {
+	id     *ID
+	pd     *verbs.PD
+	ownPD  bool
+	sendCh *verbs.CompChannel
+	recvCh *verbs.CompChannel
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	qp     *qp.QP
+
+	sendWC [1]verbs.WorkCompletion
+	recvWC [1]verbs.WorkCompletion
+	sendWR [1]verbs.SendWR
+	recvWR [1]verbs.RecvWR
+	sge    [2]verbs.SGE
+}
+
+// NewEndpoint creates the ID's PD (when pd is nil), its send and receive
+// CQs with their channels, and its QP with caps, and moves the QP to INIT.
+// The ID must be bound to a device (after ResolveAddr, or from
+// GetRequest). Closing the ID destroys the QP; Endpoint.Close the rest.
+func (id *ID) NewEndpoint(pd *verbs.PD, caps qp.Caps) (*Endpoint, error) {
+	dev := id.Context()
+	if dev == nil {
+		return nil, errors.New("cm: endpoint: the ID is not bound to a device yet")
+	}
+	e := &Endpoint{id: id, pd: pd}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	var err error
+	if e.pd == nil {
+		if e.pd, err = dev.AllocPD(); err != nil {
+			return nil, err
+		}
+		e.ownPD = true
+	}
+	if e.sendCh, err = dev.NewCompChannel(); err != nil {
+		return nil, err
+	}
+	if e.recvCh, err = dev.NewCompChannel(); err != nil {
+		return nil, err
+	}
+	if e.sendCQ, err = cq.New(dev, cq.Options{CQE: max(caps.MaxSendWR, 1), Channel: e.sendCh}); err != nil {
+		return nil, err
+	}
+	if e.recvCQ, err = cq.New(dev, cq.Options{CQE: max(caps.MaxRecvWR, 1), Channel: e.recvCh}); err != nil {
+		return nil, err
+	}
+	if e.qp, err = id.CreateQP(e.pd, qp.Options{SendCQ: e.sendCQ, RecvCQ: e.recvCQ, Caps: caps}); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// ID returns the endpoint's ID.
+func (e *Endpoint) ID() *ID { return e.id }
+
+// PD returns the endpoint's protection domain.
+func (e *Endpoint) PD() *verbs.PD { return e.pd }
+
+// QP returns the endpoint's queue pair.
+func (e *Endpoint) QP() *qp.QP { return e.qp }
+
+// SendCQ returns the CQ of send, RDMA and atomic completions.
+func (e *Endpoint) SendCQ() *cq.CQ { return e.sendCQ }
+
+// RecvCQ returns the CQ of receive completions.
+func (e *Endpoint) RecvCQ() *cq.CQ { return e.recvCQ }
+
+// sgeFor checks that buf lies inside m and returns its SGE.
+func sgeFor(buf []byte, m *mr.MR) (verbs.SGE, error) {
+	if m == nil {
+		return verbs.SGE{}, errors.New("cm: no memory region")
+	}
+	mem := m.Bytes()
+	if len(mem) == 0 {
+		return verbs.SGE{}, verbs.ErrClosed
+	}
+	if len(buf) == 0 {
+		return verbs.SGE{LKey: m.LKey(), Addr: m.IOVA()}, nil
+	}
+	start := uintptr(unsafe.Pointer(&mem[0]))
+	p := uintptr(unsafe.Pointer(&buf[0]))
+	if p < start || p+uintptr(len(buf)) > start+uintptr(len(mem)) {
+		return verbs.SGE{}, errors.New("cm: buffer is not inside the memory region")
+	}
+	return verbs.SGE{Addr: m.IOVA() + uint64(p-start), Length: uint32(len(buf)), LKey: m.LKey()}, nil
+}
+
+// PostRecv posts buf, which must lie inside m, as a receive buffer
+// (rdma_post_recv). wrID comes back in the completion.
+func (e *Endpoint) PostRecv(wrID uint64, buf []byte, m *mr.MR) error {
+	sge, err := sgeFor(buf, m)
+	if err != nil {
+		return err
+	}
+	e.sge[1] = sge
+	e.recvWR[0] = verbs.RecvWR{WRID: wrID, SGList: e.sge[1:2]}
+	return e.qp.PostRecv(e.recvWR[:])
+}
+
+func (e *Endpoint) post(wr verbs.SendWR, buf []byte, m *mr.MR) error {
+	if m != nil || len(buf) > 0 {
+		sge, err := sgeFor(buf, m)
+		if err != nil {
+			return err
+		}
+		e.sge[0] = sge
+		wr.SGList = e.sge[:1]
+	}
+	e.sendWR[0] = wr
+	return e.qp.PostSend(e.sendWR[:])
+}
+
+// PostSend sends buf (inside m; with m nil and verbs.SendInline in flags,
+// buf is sent inline) (rdma_post_send).
+func (e *Endpoint) PostSend(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags) error {
+	if m == nil && flags&verbs.SendInline != 0 {
+		return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRSend, Flags: flags, InlineData: buf}, nil, nil)
+	}
+	return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRSend, Flags: flags}, buf, m)
+}
+
+// PostRead reads len(buf) bytes at the peer's remoteAddr (rkey) into buf,
+// which lies inside m (rdma_post_read).
+func (e *Endpoint) PostRead(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+	return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRRDMARead, Flags: flags, RemoteAddr: remoteAddr, RKey: rkey}, buf, m)
+}
+
+// PostWrite writes buf (inside m) to the peer's remoteAddr (rkey)
+// (rdma_post_write).
+func (e *Endpoint) PostWrite(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+	if m == nil && flags&verbs.SendInline != 0 {
+		return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRRDMAWrite, Flags: flags, InlineData: buf, RemoteAddr: remoteAddr, RKey: rkey}, nil, nil)
+	}
+	return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRRDMAWrite, Flags: flags, RemoteAddr: remoteAddr, RKey: rkey}, buf, m)
+}
+
+// getComp implements rdma_get_{send,recv}_comp: poll; if empty, arm the CQ,
+// poll again (a completion may have slipped in before arming), then wait
+// on the channel, and repeat. Arm-then-repoll is what makes a wake-up
+// impossible to lose.
+func getComp(ctx context.Context, c *cq.CQ, wc *[1]verbs.WorkCompletion) (verbs.WorkCompletion, error) {
+	for {
+		n, err := c.Poll(wc[:])
+		if err != nil {
+			return verbs.WorkCompletion{}, err
+		}
+		if n == 1 {
+			return wc[0], nil
+		}
+		if err := c.Wait(ctx); err != nil {
+			return verbs.WorkCompletion{}, err
+		}
+	}
+}
+
+// GetRecvComp returns the next receive completion, blocking until one
+// arrives or ctx ends (rdma_get_recv_comp). A completion with an error
+// status is returned as is, with a nil error.
+func (e *Endpoint) GetRecvComp(ctx context.Context) (verbs.WorkCompletion, error) {
+	return getComp(ctx, e.recvCQ, &e.recvWC)
+}
+
+// GetSendComp returns the next send-side completion, blocking until one
+// arrives or ctx ends (rdma_get_send_comp).
+func (e *Endpoint) GetSendComp(ctx context.Context) (verbs.WorkCompletion, error) {
+	return getComp(ctx, e.sendCQ, &e.sendWC)
+}
+
+// Close destroys the QP, the CQs, the channels and, if the endpoint
+// allocated it, the PD. The ID stays open.
+func (e *Endpoint) Close() error {
+	var errs []error
+	if e.qp != nil {
+		errs = append(errs, e.qp.Close())
+	}
+	for _, c := range []*cq.CQ{e.sendCQ, e.recvCQ} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	for _, ch := range []*verbs.CompChannel{e.sendCh, e.recvCh} {
+		if ch != nil {
+			errs = append(errs, ch.Close())
+		}
+	}
+	if e.ownPD {
+		if err := e.pd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cm: endpoint PD: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

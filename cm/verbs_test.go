@@ -1,0 +1,176 @@
+package cm_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/cm"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// connectEndpoints connects two endpoints over rdma_cm on the test device.
+func connectEndpoints(t *testing.T) (cli, srv *cm.Endpoint, cliMR, srvMR *mr.MR) {
+	t.Helper()
+	srvCh, cliCh := channel(t), channel(t)
+	l, addr := listen(t, srvCh, cm.TCP)
+	caps := qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
+	type res struct {
+		e   *cm.Endpoint
+		m   *mr.MR
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		id, _, err := l.GetRequest(timeout(t))
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		e, err := id.NewEndpoint(nil, caps)
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		m, err := mr.New(e.PD(), 64<<10, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		done <- res{e, m, id.Accept(timeout(t), cm.ConnParam{ResponderResources: 1, InitiatorDepth: 1})}
+	}()
+	id := dial(t, cliCh, cm.TCP, addr)
+	var err error
+	if cli, err = id.NewEndpoint(nil, caps); err != nil {
+		t.Fatal(err)
+	}
+	if cliMR, err = mr.New(cli.PD(), 64<<10, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.Connect(timeout(t), cm.ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return cli, r.e, cliMR, r.m
+}
+
+func TestEndpointHelpers(t *testing.T) {
+	cli, srv, cm1, cm2 := connectEndpoints(t)
+	buf := cm2.Bytes()
+	// A completion posted earlier is returned at once.
+	if err := srv.PostRecv(1, buf[:128], cm2); err != nil {
+		t.Fatal(err)
+	}
+	copy(cm1.Bytes(), "early")
+	if err := cli.PostSend(10, cm1.Bytes()[:5], cm1, verbs.SendSignaled); err != nil {
+		t.Fatal(err)
+	}
+	if wc, err := cli.GetSendComp(timeout(t)); err != nil || wc.WRID != 10 || wc.Status != verbs.WCSuccess {
+		t.Fatalf("send completion %+v %v", wc, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	wc, err := srv.GetRecvComp(timeout(t))
+	if err != nil || wc.WRID != 1 || string(buf[:wc.ByteLen]) != "early" {
+		t.Fatalf("early receive %+v %q %v", wc, buf[:wc.ByteLen], err)
+	}
+	// A later one is waited for.
+	if err := srv.PostRecv(2, buf[128:256], cm2); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		cli.PostSend(11, []byte("late"), nil, verbs.SendInline|verbs.SendSignaled)
+	}()
+	if wc, err := srv.GetRecvComp(timeout(t)); err != nil || wc.WRID != 2 || string(buf[128:128+wc.ByteLen]) != "late" {
+		t.Fatalf("late receive %+v %v", wc, err)
+	}
+	cli.GetSendComp(timeout(t))
+	// A cancelled wait returns the context's error.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := srv.GetRecvComp(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GetRecvComp with nothing coming: %v", err)
+	}
+	// RDMA read and write helpers.
+	copy(buf[1000:], "remote-bytes")
+	if err := cli.PostRead(12, cm1.Bytes()[500:512], cm1, verbs.SendSignaled, cm2.IOVA()+1000, cm2.RKey()); err != nil {
+		t.Fatal(err)
+	}
+	if wc, err := cli.GetSendComp(timeout(t)); err != nil || wc.Opcode != verbs.WCRDMARead || string(cm1.Bytes()[500:512]) != "remote-bytes" {
+		t.Fatalf("read %+v %v", wc, err)
+	}
+	if err := cli.PostWrite(13, cm1.Bytes()[500:512], cm1, verbs.SendSignaled, cm2.IOVA()+2000, cm2.RKey()); err != nil {
+		t.Fatal(err)
+	}
+	if wc, err := cli.GetSendComp(timeout(t)); err != nil || wc.Opcode != verbs.WCRDMAWrite || string(buf[2000:2012]) != "remote-bytes" {
+		t.Fatalf("write %+v %v", wc, err)
+	}
+	// A buffer outside the region is refused.
+	if err := cli.PostSend(1, make([]byte, 8), cm1, 0); err == nil {
+		t.Error("buffer outside the MR accepted")
+	}
+}
+
+// Bursts: every receive is reported exactly once, however completions and
+// waits interleave.
+func TestGetRecvCompBursts(t *testing.T) {
+	cli, srv, cm1, cm2 := connectEndpoints(t)
+	const total = 200
+	for i := 0; i < 60; i++ {
+		if err := srv.PostRecv(uint64(i), cm2.Bytes()[i*64:(i+1)*64], cm2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		for i, burst := 0, 1; i < total; burst = burst%7 + 1 {
+			for j := 0; j < burst && i < total; j++ {
+				cli.PostSend(uint64(i), cm1.Bytes()[:8], cm1, 0)
+				i++
+			}
+			time.Sleep(time.Duration(burst) * time.Millisecond)
+		}
+	}()
+	for i := 0; i < total; i++ {
+		wc, err := srv.GetRecvComp(timeout(t))
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if wc.Status != verbs.WCSuccess || wc.WRID != uint64(i%60) {
+			t.Fatalf("receive %d: %+v", i, wc)
+		}
+		if err := srv.PostRecv(wc.WRID, cm2.Bytes()[wc.WRID*64:(wc.WRID+1)*64], cm2); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGetRecvCompAllocs(t *testing.T) {
+	cli, srv, cm1, cm2 := connectEndpoints(t)
+	ctx := context.Background()
+	post := func() {
+		if err := srv.PostRecv(1, cm2.Bytes()[:64], cm2); err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.PostSend(1, cm1.Bytes()[:8], cm1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ { // warm up
+		post()
+		srv.GetRecvComp(ctx)
+	}
+	if n := testing.AllocsPerRun(50, func() {
+		post()
+		if _, err := srv.GetRecvComp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("PostRecv+PostSend+GetRecvComp: %v allocations", n)
+	}
+}
