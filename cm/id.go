@@ -367,7 +367,8 @@ func (id *ID) GetRequest(ctx context.Context) (*ID, Event, error) {
 
 // CreateQP creates the ID's QP on the ID's device (RC for TCP, UD for UDP;
 // opts.Type is set accordingly) and moves it to INIT with the attributes
-// the connection manager dictates. The ID owns the QP: Close destroys it.
+// the connection manager dictates; a UD QP goes on to RTS, since it needs
+// no peer. The ID owns the QP: Close destroys it.
 func (id *ID) CreateQP(pd *verbs.PD, opts qp.Options) (*qp.QP, error) {
 	dev := id.Context()
 	if dev == nil {
@@ -384,7 +385,14 @@ func (id *ID) CreateQP(pd *verbs.PD, opts qp.Options) (*qp.QP, error) {
 	id.mu.Lock()
 	id.qp = q
 	id.mu.Unlock()
-	if err := id.modifyQP(qp.Init, nil); err != nil {
+	err = id.modifyQP(qp.Init, nil)
+	if err == nil && id.ps.datagram() {
+		// A UD QP needs no peer: ready it now, as librdmacm does.
+		if err = q.ToRTR(qp.RTRAttr{}); err == nil {
+			err = q.ToRTS(qp.RTSAttr{})
+		}
+	}
+	if err != nil {
 		id.mu.Lock()
 		id.qp = nil
 		id.mu.Unlock()

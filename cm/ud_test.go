@@ -1,0 +1,105 @@
+package cm_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/goverbs/goverbs/cm"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// PS_UDP: the connect is a SIDR exchange that tells the client the
+// server's QP number, Q_Key and address; then datagrams flow.
+func TestUDOverCM(t *testing.T) {
+	srvCh, cliCh := channel(t), channel(t)
+	l, addr := listen(t, srvCh, cm.UDP)
+	type res struct {
+		e   *end
+		req cm.Event
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		id, ev, err := l.GetRequest(timeout(t))
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		s := setup(t, id)
+		if err := s.qp.PostRecv([]verbs.RecvWR{{WRID: 7, SGList: []verbs.SGE{{Addr: s.buf.IOVA(), Length: 40 + 256, LKey: s.buf.LKey()}}}}); err != nil {
+			done <- res{err: err}
+			return
+		}
+		done <- res{s, ev, id.Accept(timeout(t), cm.ConnParam{})}
+	}()
+	cli := setup(t, dial(t, cliCh, cm.UDP, addr))
+	hello, _ := cm.EncodePrivateData([]byte("udp-hello"))
+	ev, err := cli.id.Connect(timeout(t), cm.ConnParam{PrivateData: hello})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	srv := r.e
+	if got, _ := cm.DecodePrivateData(r.req.UD.PrivateData); string(got) != "udp-hello" {
+		t.Errorf("SIDR request private data %q", r.req.UD.PrivateData)
+	}
+	if ev.UD.QPNum != srv.qp.QPN() || ev.UD.QKey == 0 || !ev.UD.AH.IsGlobal {
+		t.Fatalf("established: %+v, server QP %d", ev.UD, srv.qp.QPN())
+	}
+	ah, err := cli.pd.CreateAH(&ev.UD.AH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	if err := cli.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		InlineData: []byte("datagram!"), AH: ah, RemoteQPN: ev.UD.QPNum, RemoteQKey: ev.UD.QKey}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Completions(t, cli.cq, 1)
+	wc := testutil.Completions(t, srv.cq, 1)[0]
+	if wc.Status != verbs.WCSuccess || wc.ByteLen != 40+9 || wc.SrcQP != cli.qp.QPN() ||
+		!bytes.Equal(srv.buf.Bytes()[40:49], []byte("datagram!")) {
+		t.Fatalf("UD receive %+v %q", wc, srv.buf.Bytes()[40:49])
+	}
+}
+
+// An ID and its pending events move to another channel.
+func TestMigrate(t *testing.T) {
+	a, b := channel(t), channel(t)
+	l, addr := listen(t, a, cm.TCP)
+	cliCh := channel(t)
+	go func() {
+		id := dial(t, cliCh, cm.TCP, addr)
+		setup(t, id)
+		id.Connect(timeout(t), cm.ConnParam{})
+	}()
+	// Wait until a request is queued on the listener, then migrate it.
+	id, _, err := l.GetRequest(timeout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := id.Migrate(b); err != nil {
+		t.Fatal(err)
+	}
+	if id.Channel() != b {
+		t.Fatal("ID still on its old channel")
+	}
+	setup(t, id)
+	// Events of the migrated ID now come through b.
+	if err := id.Accept(timeout(t), cm.ConnParam{}); err != nil {
+		t.Fatalf("accept on the migrated ID: %v", err)
+	}
+	if err := l.Migrate(b); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Event(ctx); err != context.Canceled {
+		t.Fatalf("Event with a cancelled context: %v", err)
+	}
+}
