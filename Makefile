@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseMessages -fuzztime 20s ./internal/rdmanl
 	$(GO) test -run '^$$' -fuzz FuzzPollCQ -fuzztime 20s ./internal/rxe
 	$(GO) test -run '^$$' -fuzz FuzzSendWR -fuzztime 20s ./qp
+	$(GO) test -run '^$$' -fuzz FuzzEvent -fuzztime 20s ./cm
 
 clean:
 	rm -rf bin .cache/test
