@@ -39,6 +39,7 @@ type Channel struct {
 	ids     map[uint64]*ID
 	nextUID uint64
 	devs    map[uint32]*verbs.Context
+	owned   map[uint32]bool // devs the channel opened (and closes)
 }
 
 // NewChannel opens an event channel.
@@ -53,7 +54,7 @@ func NewChannel() (*Channel, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	ch := &Channel{fd: fd, stop: stop, done: make(chan struct{}),
-		ids: make(map[uint64]*ID), devs: make(map[uint32]*verbs.Context)}
+		ids: make(map[uint64]*ID), devs: make(map[uint32]*verbs.Context), owned: make(map[uint32]bool)}
 	go ch.run(ctx)
 	return ch, nil
 }
@@ -148,10 +149,32 @@ func (ch *Channel) device(idx uint32) (*verbs.Context, error) {
 				return nil, err
 			}
 			ch.devs[idx] = c
+			ch.owned[idx] = true
 			return c, nil
 		}
 	}
 	return nil, fmt.Errorf("cm: the kernel bound the ID to device index %d, which is not listed: %w", idx, verbs.ErrNoDevice)
+}
+
+// AttachContext makes IDs of this channel that bind to c's device use c
+// (instead of a context the channel opens itself), so that their QPs can
+// share c's PDs, CQs and memory regions. The channel does not close c.
+// Attach before binding or resolving IDs.
+func (ch *Channel) AttachContext(c *verbs.Context) error {
+	dev := c.Device()
+	if !dev.IndexKnown {
+		return fmt.Errorf("cm: attach context of %s: device index unknown", dev.Name)
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return ErrClosed
+	}
+	if old, ok := ch.devs[dev.Index]; ok && old != c {
+		return fmt.Errorf("cm: attach context of %s: the channel already uses another context for it", dev.Name)
+	}
+	ch.devs[dev.Index] = c
+	return nil
 }
 
 // raw runs a command on the channel's fd.
@@ -180,13 +203,16 @@ func (ch *Channel) Close() error {
 	ch.mu.Lock()
 	ch.closed = true
 	devs := ch.devs
+	owned := ch.owned
 	ch.devs = nil
 	ch.mu.Unlock()
 	ch.stop()
 	<-ch.done
 	errs = append(errs, ch.fd.Close())
-	for _, c := range devs {
-		errs = append(errs, c.Close())
+	for idx, c := range devs {
+		if owned[idx] {
+			errs = append(errs, c.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

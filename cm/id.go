@@ -467,6 +467,30 @@ func (id *ID) readyQP(p *ConnParam) error {
 	})
 }
 
+// MaxRDAtomic in ConnParam.ResponderResources or InitiatorDepth asks for
+// the device's maximum (librdmacm's RDMA_MAX_RESP_RES and
+// RDMA_MAX_INIT_DEPTH, which librpma passes).
+const MaxRDAtomic = 255
+
+// clampRDAtomic resolves MaxRDAtomic and caps both values at what the
+// ID's device supports, as librdmacm does.
+func (id *ID) clampRDAtomic(p *ConnParam) error {
+	if p.ResponderResources == 0 && p.InitiatorDepth == 0 {
+		return nil
+	}
+	dev := id.Context()
+	if dev == nil {
+		return nil
+	}
+	a, err := dev.QueryDevice()
+	if err != nil {
+		return err
+	}
+	p.ResponderResources = uint8(min(int(p.ResponderResources), a.MaxQPRdAtom, 255))
+	p.InitiatorDepth = uint8(min(int(p.InitiatorDepth), a.MaxQPInitRdAtom, 255))
+	return nil
+}
+
 func connParam(p *ConnParam, qpn uint32, srq bool) (uverbs.UcmConnParam, error) {
 	var c uverbs.UcmConnParam
 	if len(p.PrivateData) > len(c.Private_data) {
@@ -505,6 +529,9 @@ func (id *ID) qpInfo() (uint32, bool) {
 func (id *ID) Connect(ctx context.Context, p ConnParam) (Event, error) {
 	if len(p.PrivateData) > MaxConnectPrivateData && !id.ps.datagram() {
 		return Event{}, fmt.Errorf("cm: connect: %d bytes of private data, at most %d", len(p.PrivateData), MaxConnectPrivateData)
+	}
+	if err := id.clampRDAtomic(&p); err != nil {
+		return Event{}, err
 	}
 	qpn, srq := id.qpInfo()
 	cp, err := connParam(&p, qpn, srq)
@@ -551,6 +578,9 @@ func (id *ID) Connect(ctx context.Context, p ConnParam) (Event, error) {
 func (id *ID) Accept(ctx context.Context, p ConnParam) error {
 	if len(p.PrivateData) > MaxAcceptPrivateData {
 		return fmt.Errorf("cm: accept: %d bytes of private data, at most %d", len(p.PrivateData), MaxAcceptPrivateData)
+	}
+	if err := id.clampRDAtomic(&p); err != nil {
+		return err
 	}
 	if !id.ps.datagram() {
 		if err := id.readyQP(&p); err != nil {

@@ -1,0 +1,435 @@
+package rpma_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/rpma"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newPeer(t *testing.T) *rpma.Peer {
+	t.Helper()
+	testutil.Device(t)
+	ibv, err := rpma.GetIBVContext(tctx(t), testutil.Addr(t), rpma.IBVContextLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ibv.Close() })
+	p, err := rpma.NewPeer(ibv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func alloc(t *testing.T, p *rpma.Peer, size int, usage rpma.Usage) *rpma.LocalMR {
+	t.Helper()
+	buf, err := mr.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.RegisterMR(buf.Bytes(), usage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); buf.Free() })
+	return m
+}
+
+// pair connects a client and a server peer. srvPdata and cliPdata are the
+// private data each side sends; the callbacks prepare a request before it
+// connects (post receives).
+type pair struct {
+	srv, cli *rpma.Conn
+}
+
+func connect(t *testing.T, p *rpma.Peer, srvCfg, cliCfg *rpma.ConnCfg, srvPdata, cliPdata []byte,
+	srvPrep, cliPrep func(*rpma.ConnReq)) pair {
+	t.Helper()
+	ep, err := p.Listen(testutil.Addr(t), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Shutdown() })
+	type res struct {
+		c   *rpma.Conn
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		req, err := ep.NextConnReq(tctx(t), srvCfg)
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
+		if srvPrep != nil {
+			srvPrep(req)
+		}
+		c, err := req.Connect(tctx(t), srvPdata)
+		done <- res{c, err}
+	}()
+	req, err := p.NewConnReq(tctx(t), testutil.Addr(t), ep.Port(), cliCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cliPrep != nil {
+		cliPrep(req)
+	}
+	cli, err := req.Connect(tctx(t), cliPdata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, c := range []*rpma.Conn{cli, r.c} {
+		if ev, err := c.NextEvent(tctx(t)); err != nil || ev != rpma.ConnEstablished {
+			t.Fatalf("first event %v %v", ev, err)
+		}
+	}
+	t.Cleanup(func() { cli.Delete(); r.c.Delete() })
+	return pair{srv: r.c, cli: cli}
+}
+
+func waitWC(t *testing.T, cq *rpma.CQ) verbs.WorkCompletion {
+	t.Helper()
+	wc := make([]verbs.WorkCompletion, 1)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n, err := cq.GetWC(wc)
+		if err == nil && n == 1 {
+			return wc[0]
+		}
+		if !errors.Is(err, rpma.ErrNoCompletion) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no completion")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestConnectionPrivateDataAndClose(t *testing.T) {
+	p := newPeer(t)
+	c := connect(t, p, nil, nil, []byte("Hello client!\x00"), []byte("Hello server!\x00"), nil, nil)
+	// The kernel pads: 56 bytes reach the server, 196 the client.
+	if got := c.srv.PrivateData(); len(got) != 56 || string(got[:14]) != "Hello server!\x00" {
+		t.Errorf("server got %d bytes %q", len(got), got)
+	}
+	if got := c.cli.PrivateData(); len(got) != 196 || string(got[:14]) != "Hello client!\x00" {
+		t.Errorf("client got %d bytes %q", len(got), got)
+	}
+	if c.cli.QPNum() == 0 || c.cli.QPNum() == c.srv.QPNum() {
+		t.Errorf("QP numbers %d %d", c.cli.QPNum(), c.srv.QPNum())
+	}
+	// A disconnect by one side closes both.
+	if err := c.cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := c.srv.NextEvent(tctx(t)); err != nil || ev != rpma.ConnClosed {
+		t.Fatalf("server after client disconnect: %v %v", ev, err)
+	}
+	if err := c.srv.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := c.cli.NextEvent(tctx(t)); err != nil || ev != rpma.ConnClosed {
+		t.Fatalf("client: %v %v", ev, err)
+	}
+}
+
+func TestRejected(t *testing.T) {
+	p := newPeer(t)
+	ep, err := p.Listen(testutil.Addr(t), "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Shutdown()
+	go func() {
+		if req, err := ep.NextConnReq(tctx(t), nil); err == nil {
+			req.Delete()
+		}
+	}()
+	req, err := p.NewConnReq(tctx(t), testutil.Addr(t), ep.Port(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := req.Connect(tctx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete()
+	if ev, err := c.NextEvent(tctx(t)); err != nil || ev != rpma.ConnRejected {
+		t.Fatalf("deleted request: %v %v", ev, err)
+	}
+	// Nobody listening on the port: rejected too.
+	req, err = p.NewConnReq(tctx(t), testutil.Addr(t), "9", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := req.Connect(tctx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Delete()
+	if ev, _ := c2.NextEvent(tctx(t)); ev != rpma.ConnRejected {
+		t.Fatalf("no listener: %v", ev)
+	}
+	req, err = p.NewConnReq(tctx(t), testutil.Addr(t), "9", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req.Connect(tctx(t), []byte{}); !errors.Is(err, rpma.ErrInval) {
+		t.Errorf("empty private data: %v", err)
+	}
+}
+
+// The server exposes a region in its private data; the client writes,
+// flushes (an 8-byte READ underneath), reads back, and writes atomically.
+func TestWriteFlushReadAtomic(t *testing.T) {
+	p := newPeer(t)
+	srvMR := alloc(t, p, 4096, rpma.UsageWriteDst|rpma.UsageReadSrc|rpma.UsageFlushVisibility)
+	pdata := append(srvMR.Descriptor(), (&rpma.PeerCfg{}).Descriptor()...)
+	c := connect(t, p, nil, nil, pdata, nil, nil, nil)
+	remote, err := rpma.RemoteMRFromDescriptor(c.cli.PrivateData()[:rpma.DescriptorSize])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := rpma.PeerCfgFromDescriptor(c.cli.PrivateData()[rpma.DescriptorSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cli.ApplyRemotePeerCfg(pc)
+	if remote.Size() != 4096 || remote.FlushType() != rpma.UsageFlushVisibility {
+		t.Fatalf("remote %+v", remote)
+	}
+	local := alloc(t, p, 4096, rpma.UsageWriteSrc|rpma.UsageReadDst)
+	copy(local.Bytes(), "Hello world!")
+	if err := c.cli.Write(remote, 0, local, 0, 1024, rpma.OnError, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cli.Flush(remote, 0, 1024, rpma.FlushVisibility, rpma.Always, 0xF01D); err != nil {
+		t.Fatal(err)
+	}
+	wc := waitWC(t, c.cli.CQ())
+	if wc.Status != verbs.WCSuccess || wc.WRID != 0xF01D || wc.Opcode != verbs.WCRDMARead || wc.ByteLen != 8 {
+		t.Fatalf("flush completion %+v", wc)
+	}
+	if string(srvMR.Bytes()[:12]) != "Hello world!" {
+		t.Fatalf("server memory %q", srvMR.Bytes()[:12])
+	}
+	// Persistent flush: refused without the peer's direct write, and
+	// without the region's usage.
+	if err := c.cli.Flush(remote, 0, 8, rpma.FlushPersistent, rpma.Always, 0); !errors.Is(err, rpma.ErrNotSupported) {
+		t.Errorf("persistent flush without direct write: %v", err)
+	}
+	c.cli.ApplyRemotePeerCfg(&rpma.PeerCfg{DirectWriteToPMem: true})
+	if err := c.cli.Flush(remote, 0, 8, rpma.FlushPersistent, rpma.Always, 0); !errors.Is(err, rpma.ErrNotSupported) {
+		t.Errorf("persistent flush on a visibility-only region: %v", err)
+	}
+	// Read back 12 bytes at offset 0 into local+100.
+	if err := c.cli.Read(local, 100, remote, 0, 12, rpma.Always, 5); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, c.cli.CQ()); wc.Opcode != verbs.WCRDMARead || string(local.Bytes()[100:112]) != "Hello world!" {
+		t.Fatalf("read %+v %q", wc, local.Bytes()[100:112])
+	}
+	// Atomic write: unaligned refused; aligned lands, completing as an
+	// 8-byte write.
+	var v [8]byte
+	binary.LittleEndian.PutUint64(v[:], 0x1122334455667788)
+	if err := c.cli.AtomicWrite(remote, 1028, v, rpma.Always, 0); !errors.Is(err, rpma.ErrInval) {
+		t.Errorf("unaligned atomic write: %v", err)
+	}
+	if err := c.cli.AtomicWrite(remote, 2048, v, rpma.Always, 6); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, c.cli.CQ()); wc.Opcode != verbs.WCRDMAWrite || wc.WRID != 6 {
+		t.Fatalf("atomic write %+v", wc)
+	}
+	if !bytes.Equal(srvMR.Bytes()[2048:2056], v[:]) {
+		t.Fatal("atomic write data")
+	}
+	// flags 0 and mixed NULL forms are invalid; the 0-byte read is not.
+	if err := c.cli.Write(remote, 0, local, 0, 8, 0, 0); !errors.Is(err, rpma.ErrInval) {
+		t.Errorf("flags 0: %v", err)
+	}
+	if err := c.cli.Read(nil, 0, remote, 0, 8, rpma.Always, 0); !errors.Is(err, rpma.ErrInval) {
+		t.Errorf("mixed NULL read: %v", err)
+	}
+	if err := c.cli.Read(nil, 0, nil, 0, 0, rpma.Always, 9); err != nil {
+		t.Errorf("0-byte read: %v", err)
+	} else if wc := waitWC(t, c.cli.CQ()); wc.WRID != 9 || wc.Status != verbs.WCSuccess {
+		t.Errorf("0-byte read %+v", wc)
+	}
+	if _, err := c.cli.CQ().GetWC(nil); !errors.Is(err, rpma.ErrInval) {
+		t.Errorf("GetWC into nothing: %v", err)
+	}
+	if _, err := c.cli.CQ().GetWC(make([]verbs.WorkCompletion, 4)); !errors.Is(err, rpma.ErrNoCompletion) {
+		t.Errorf("empty CQ: %v", err)
+	}
+}
+
+// Messages with immediates, a receive CQ and a shared channel.
+func TestMessagesImmediatesRCQ(t *testing.T) {
+	p := newPeer(t)
+	srvBuf := alloc(t, p, 4096, rpma.UsageRecv|rpma.UsageSend|rpma.UsageWriteDst)
+	cliBuf := alloc(t, p, 4096, rpma.UsageRecv|rpma.UsageSend|rpma.UsageWriteSrc)
+	cfg := rpma.NewConnCfg()
+	cfg.RCQSize = 10
+	cfg.SharedChannel = true
+	c := connect(t, p, cfg, rpma.NewConnCfg(), srvBuf.Descriptor(), nil,
+		func(r *rpma.ConnReq) { r.Recv(srvBuf, 0, 8, 1) }, nil)
+	if c.srv.RCQ() == nil || c.cli.RCQ() != nil {
+		t.Fatal("receive CQs")
+	}
+	if fd, err := c.srv.ComplFD(); err != nil || fd < 0 {
+		t.Fatalf("ComplFD: %d %v", fd, err)
+	}
+	if _, err := c.cli.ComplFD(); !errors.Is(err, rpma.ErrNotSharedChannel) {
+		t.Errorf("ComplFD unshared: %v", err)
+	}
+	if err := c.srv.CQ().Wait(tctx(t)); !errors.Is(err, rpma.ErrSharedChannel) {
+		t.Errorf("CQ.Wait on a shared channel: %v", err)
+	}
+	if _, _, err := c.cli.Wait(tctx(t)); !errors.Is(err, rpma.ErrNotSharedChannel) {
+		t.Errorf("Conn.Wait unshared: %v", err)
+	}
+	binary.LittleEndian.PutUint64(cliBuf.Bytes(), 7)
+	if err := c.cli.SendWithImm(cliBuf, 0, 8, rpma.Always, 1234, 2); err != nil {
+		t.Fatal(err)
+	}
+	cq, isRCQ, err := c.srv.Wait(tctx(t))
+	if err != nil || !isRCQ || cq != c.srv.RCQ() {
+		t.Fatalf("Conn.Wait: %v %v %v", cq, isRCQ, err)
+	}
+	comp, err := cq.GetCompletion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp.Op != rpma.OpRecv || comp.Imm != 1234 || comp.ByteLen != 8 || comp.OpContext != 1 ||
+		binary.LittleEndian.Uint64(srvBuf.Bytes()) != 7 {
+		t.Fatalf("receive with imm: %+v", comp)
+	}
+	if wc := waitWC(t, c.cli.CQ()); wc.Opcode != verbs.WCSend || wc.Flags&verbs.WCWithImm == 0 {
+		t.Fatalf("sender completion %+v", wc)
+	}
+	// Write with immediate consumes a receive; Imm() gives host order.
+	remote, _ := rpma.RemoteMRFromDescriptor(c.cli.PrivateData())
+	if err := c.srv.Recv(srvBuf, 512, 8, 3); err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(cliBuf.Bytes()[100:], 4321)
+	if err := c.cli.WriteWithImm(remote, 1000, cliBuf, 100, 4, rpma.Always, 4321, 4); err != nil {
+		t.Fatal(err)
+	}
+	wc := waitWC(t, c.srv.RCQ())
+	if wc.Opcode != verbs.WCRecvRDMAWithImm || wc.Imm() != 4321 || wc.ByteLen != 4 ||
+		binary.LittleEndian.Uint32(srvBuf.Bytes()[1000:]) != 4321 {
+		t.Fatalf("write with imm %+v", wc)
+	}
+	waitWC(t, c.cli.CQ())
+	// An empty message.
+	if err := c.srv.Recv(nil, 0, 0, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cli.Send(nil, 0, 0, rpma.Always, 9); err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, c.srv.RCQ()); wc.ByteLen != 0 || wc.WRID != 8 {
+		t.Fatalf("empty message %+v", wc)
+	}
+	waitWC(t, c.cli.CQ())
+}
+
+// Several connections receive from one SRQ; completions name the QP.
+func TestSRQConnections(t *testing.T) {
+	p := newPeer(t)
+	s, err := p.NewSRQ(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	buf := alloc(t, p, 4096, rpma.UsageRecv)
+	for i := 0; i < 8; i++ {
+		if err := s.Recv(buf, uint64(i*64), 64, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rpma.NewConnCfg()
+	cfg.SRQ = s
+	c1 := connect(t, p, cfg, nil, nil, nil, nil, nil)
+	c2 := connect(t, p, cfg, nil, nil, nil, nil, nil)
+	sendBuf := alloc(t, p, 64, rpma.UsageSend)
+	for i, c := range []pair{c1, c2, c1} {
+		binary.LittleEndian.PutUint64(sendBuf.Bytes(), uint64(10+i))
+		if err := c.cli.Send(sendBuf, 0, 8, rpma.Always, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitWC(t, c.cli.CQ())
+	}
+	counts := map[uint32]int{}
+	for i := 0; i < 3; i++ {
+		wc := waitWC(t, s.RCQ())
+		if wc.Status != verbs.WCSuccess || wc.WRID >= 8 {
+			t.Fatalf("SRQ completion %+v", wc)
+		}
+		counts[wc.QPNum]++
+	}
+	if counts[c1.srv.QPNum()] != 2 || counts[c2.srv.QPNum()] != 1 {
+		t.Fatalf("per-QP receives %v (QPs %d, %d)", counts, c1.srv.QPNum(), c2.srv.QPNum())
+	}
+	bad := rpma.NewConnCfg()
+	bad.SRQ, bad.SharedChannel = s, true
+	if _, err := p.NewConnReq(tctx(t), testutil.Addr(t), "9", bad); !errors.Is(err, rpma.ErrInval) {
+		t.Errorf("shared channel with an SRQ's own RCQ: %v", err)
+	}
+}
+
+func TestHotPathAllocs(t *testing.T) {
+	p := newPeer(t)
+	srvBuf := alloc(t, p, 1<<20, rpma.UsageRecv|rpma.UsageWriteDst|rpma.UsageReadSrc)
+	cliBuf := alloc(t, p, 4096, rpma.UsageSend|rpma.UsageWriteSrc|rpma.UsageReadDst)
+	cfg := rpma.NewConnCfg()
+	cfg.CQSize, cfg.SQSize, cfg.RQSize = 1024, 512, 512
+	c := connect(t, p, cfg, cfg, srvBuf.Descriptor(), nil, nil, nil)
+	remote, _ := rpma.RemoteMRFromDescriptor(c.cli.PrivateData())
+	wc := make([]verbs.WorkCompletion, 1)
+	drain := func(cq *rpma.CQ) {
+		for {
+			if _, err := cq.GetWC(wc); err == nil {
+				return
+			}
+		}
+	}
+	for name, f := range map[string]func(){
+		"Write": func() { c.cli.Write(remote, 0, cliBuf, 0, 64, rpma.Always, 1); drain(c.cli.CQ()) },
+		"Read":  func() { c.cli.Read(cliBuf, 0, remote, 0, 64, rpma.Always, 2); drain(c.cli.CQ()) },
+		"Recv+Send": func() {
+			c.srv.Recv(srvBuf, 0, 64, 3)
+			c.cli.Send(cliBuf, 0, 8, rpma.Always, 4)
+			drain(c.cli.CQ())
+			drain(c.srv.CQ())
+		},
+	} {
+		f()
+		if n := testing.AllocsPerRun(50, f); n != 0 {
+			t.Errorf("%s: %v allocations per operation", name, n)
+		}
+	}
+}
