@@ -20,8 +20,13 @@ default_pkgs=(
 	strace
 	xz-utils        # decompress .ko.xz
 	zstd            # decompress .ko.zst
-	libibverbs-dev
+	libibverbs-dev  # headers librpma.h includes
 	librdmacm-dev
+	librpma-dev     # the C librpma interop peers (rpma/testdata) link against it
+	gcc             # builds those peers, and cgo -godefs at generation time
+	libc6-dev
+	linux-libc-dev  # /usr/include/rdma, the ABI source of truth
+	util-linux      # taskset: pin ping-pong ends to different vCPUs
 )
 if (($# > 0)); then
 	pkgs=("$@")
