@@ -153,6 +153,21 @@ func (p *Peer) newChannel() (*cm.Channel, error) {
 	return ch, nil
 }
 
+// newID makes a channel of its own (as librpma gives every endpoint and
+// connection) with a TCP ID on it.
+func (p *Peer) newID() (*cm.Channel, *cm.ID, error) {
+	ch, err := p.newChannel()
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := ch.CreateID(cm.TCP)
+	if err != nil {
+		ch.Close()
+		return nil, nil, provider(err)
+	}
+	return ch, id, nil
+}
+
 // Endpoint listens for connection requests (rpma_ep).
 type Endpoint struct {
 	peer *Peer
@@ -169,15 +184,12 @@ func (p *Peer) Listen(addr, port string) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := p.newChannel()
+	ch, id, err := p.newID()
 	if err != nil {
 		return nil, err
 	}
-	id, err := ch.CreateID(cm.TCP)
-	if err == nil {
-		if err = id.Bind(ap); err == nil {
-			err = id.Listen(0)
-		}
+	if err = id.Bind(ap); err == nil {
+		err = id.Listen(0)
 	}
 	if err != nil {
 		ch.Close()
@@ -264,14 +276,9 @@ func (p *Peer) NewConnReq(ctx context.Context, addr, port string, cfg *ConnCfg) 
 	if err != nil {
 		return nil, err
 	}
-	ch, err := p.newChannel()
+	ch, id, err := p.newID()
 	if err != nil {
 		return nil, err
-	}
-	id, err := ch.CreateID(cm.TCP)
-	if err != nil {
-		ch.Close()
-		return nil, provider(err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	err = id.ResolveAddr(rctx, netip.AddrPort{}, ap)

@@ -57,34 +57,25 @@ func bothOrNeither(a, b bool, off1, off2, length uint64) bool {
 // dst (rpma_read). With dst and src nil (and zero offsets and length) it
 // posts a 0-byte read. It allocates nothing.
 func (c *Conn) Read(dst *LocalMR, dstOff uint64, src *RemoteMR, srcOff, length uint64, flags CompletionFlags, opContext uint64) error {
-	if c == nil || !bothOrNeither(dst != nil, src != nil, dstOff, srcOff, length) {
-		return ErrInval
-	}
-	sf, err := flags.send()
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	addr, rkey := remote(src, srcOff)
-	c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRRDMARead, Flags: sf, RemoteAddr: addr, RKey: rkey}
-	return c.post(dst, dstOff, length)
+	return c.rdma(verbs.WRRDMARead, dst, dstOff, src, srcOff, length, flags, 0, opContext)
 }
 
 // Write writes length bytes at srcOff of src to dstOff of the remote
 // region (rpma_write). It allocates nothing.
 func (c *Conn) Write(dst *RemoteMR, dstOff uint64, src *LocalMR, srcOff, length uint64, flags CompletionFlags, opContext uint64) error {
-	return c.write(dst, dstOff, src, srcOff, length, flags, verbs.WRRDMAWrite, 0, opContext)
+	return c.rdma(verbs.WRRDMAWrite, src, srcOff, dst, dstOff, length, flags, 0, opContext)
 }
 
 // WriteWithImm is Write carrying imm (host order; network order on the
 // wire), which completes a receive at the peer (rpma_write_with_imm).
 func (c *Conn) WriteWithImm(dst *RemoteMR, dstOff uint64, src *LocalMR, srcOff, length uint64, flags CompletionFlags, imm uint32, opContext uint64) error {
-	return c.write(dst, dstOff, src, srcOff, length, flags, verbs.WRRDMAWriteWithImm, imm, opContext)
+	return c.rdma(verbs.WRRDMAWriteWithImm, src, srcOff, dst, dstOff, length, flags, imm, opContext)
 }
 
-func (c *Conn) write(dst *RemoteMR, dstOff uint64, src *LocalMR, srcOff, length uint64, flags CompletionFlags, op verbs.WROpcode, imm uint32, opContext uint64) error {
-	if c == nil || !bothOrNeither(dst != nil, src != nil, dstOff, srcOff, length) {
+// rdma posts a one-sided operation between [localOff, +length) of local
+// and [remoteOff, …) of the remote region.
+func (c *Conn) rdma(op verbs.WROpcode, local *LocalMR, localOff uint64, rmt *RemoteMR, remoteOff, length uint64, flags CompletionFlags, imm uint32, opContext uint64) error {
+	if c == nil || !bothOrNeither(local != nil, rmt != nil, localOff, remoteOff, length) {
 		return ErrInval
 	}
 	sf, err := flags.send()
@@ -93,9 +84,9 @@ func (c *Conn) write(dst *RemoteMR, dstOff uint64, src *LocalMR, srcOff, length 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	addr, rkey := remote(dst, dstOff)
+	addr, rkey := remote(rmt, remoteOff)
 	c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: op, Flags: sf, RemoteAddr: addr, RKey: rkey, Imm: imm}
-	return c.post(src, srcOff, length)
+	return c.post(local, localOff, length)
 }
 
 // AtomicWrite writes 8 bytes atomically at dstOff (8-byte aligned) of the
