@@ -388,3 +388,52 @@ func TestPrivateDataFraming(t *testing.T) {
 		t.Fatal("300 bytes framed")
 	}
 }
+
+// The passive side can disconnect first too.
+func TestServerDisconnects(t *testing.T) {
+	srvCh, cliCh := channel(t), channel(t)
+	l, addr := listen(t, srvCh, cm.TCP)
+	done := make(chan *end, 1)
+	go func() {
+		id, _, err := l.GetRequest(timeout(t))
+		if err != nil {
+			done <- nil
+			return
+		}
+		s := setup(t, id)
+		if err := id.Accept(timeout(t), cm.ConnParam{}); err != nil {
+			done <- nil
+			return
+		}
+		done <- s
+	}()
+	cli := setup(t, dial(t, cliCh, cm.TCP, addr))
+	if _, err := cli.id.Connect(timeout(t), cm.ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	srv := <-done
+	if srv == nil {
+		t.Fatal("server side failed")
+	}
+	if err := srv.id.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := cli.id.Event(timeout(t)); err != nil || ev.Type != cm.EventDisconnected {
+		t.Fatalf("client: %v %v", ev.Type, err)
+	}
+	if err := cli.id.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := srv.id.Event(timeout(t)); err != nil || ev.Type != cm.EventDisconnected {
+		t.Fatalf("server: %v %v", ev.Type, err)
+	}
+	// A send posted after the disconnect is flushed (the QP is in ERR; the
+	// doorbell makes rxe flush it; 6.1 rxe has no such trigger for
+	// receives posted to an ERR QP).
+	if err := cli.qp.PostSend([]verbs.SendWR{{WRID: 99, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, InlineData: []byte("late")}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := testutil.Completions(t, cli.cq, 1)[0]; wc.Status != verbs.WCWRFlushErr || wc.WRID != 99 {
+		t.Fatalf("after disconnect: %+v", wc)
+	}
+}
