@@ -25,9 +25,10 @@ var ErrClosed = verbs.ErrClosed
 // the events of all its IDs on the channel's fd, and a goroutine of the
 // channel reads them (parked on Go's netpoller) and hands each to its ID.
 //
-// The channel also opens, once, the verbs Context of each RDMA device its
-// IDs bind to; create PDs, CQs and QPs for an ID on ID.Context(). Close
-// destroys the IDs, then closes those contexts.
+// IDs bound to an RDMA device share one verbs Context of it (opened by cm,
+// closed when the last ID using it closes, or attached by the caller with
+// AttachContext); create PDs, CQs and QPs for an ID on ID.Context(). Close
+// destroys the channel's IDs.
 type Channel struct {
 	fd     *pollfd.FD
 	stop   context.CancelFunc
@@ -38,8 +39,7 @@ type Channel struct {
 	closed  bool
 	ids     map[uint64]*ID
 	nextUID uint64
-	devs    map[uint32]*verbs.Context
-	owned   map[uint32]bool // devs the channel opened (and closes)
+	devs    map[uint32]*verbs.Context // contexts attached with AttachContext
 }
 
 // NewChannel opens an event channel.
@@ -54,7 +54,7 @@ func NewChannel() (*Channel, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	ch := &Channel{fd: fd, stop: stop, done: make(chan struct{}),
-		ids: make(map[uint64]*ID), devs: make(map[uint32]*verbs.Context), owned: make(map[uint32]bool)}
+		ids: make(map[uint64]*ID), devs: make(map[uint32]*verbs.Context)}
 	go ch.run(ctx)
 	return ch, nil
 }
@@ -127,16 +127,44 @@ func (ch *Channel) reserveUID() (uint64, error) {
 	return ch.nextUID, nil
 }
 
-// device returns the verbs Context of the device with ibdev index idx,
-// opening it the first time.
-func (ch *Channel) device(idx uint32) (*verbs.Context, error) {
+// device returns the verbs Context IDs of this channel use for the device
+// with ibdev index idx: an attached one (owned is false), or the one the
+// package shares among IDs (owned is true: the caller holds a reference
+// and must releaseDevice it).
+func (ch *Channel) device(idx uint32) (c *verbs.Context, owned bool, err error) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if ch.closed {
-		return nil, ErrClosed
+	closed := ch.closed
+	c, ok := ch.devs[idx]
+	ch.mu.Unlock()
+	if closed {
+		return nil, false, ErrClosed
 	}
-	if c, ok := ch.devs[idx]; ok {
-		return c, nil
+	if ok {
+		return c, false, nil
+	}
+	c, err = acquireDevice(idx)
+	return c, err == nil, err
+}
+
+// The verbs contexts cm opens are shared by every ID bound to the device,
+// whatever its channel, and closed when the last such ID closes: an ID
+// keeps its device (and what was created on it) across Migrate.
+var shared struct {
+	sync.Mutex
+	devs map[uint32]*sharedDev
+}
+
+type sharedDev struct {
+	ctx  *verbs.Context
+	refs int
+}
+
+func acquireDevice(idx uint32) (*verbs.Context, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if d, ok := shared.devs[idx]; ok {
+		d.refs++
+		return d.ctx, nil
 	}
 	devs, err := verbs.Devices()
 	if err != nil {
@@ -148,18 +176,35 @@ func (ch *Channel) device(idx uint32) (*verbs.Context, error) {
 			if err != nil {
 				return nil, err
 			}
-			ch.devs[idx] = c
-			ch.owned[idx] = true
+			if shared.devs == nil {
+				shared.devs = make(map[uint32]*sharedDev)
+			}
+			shared.devs[idx] = &sharedDev{ctx: c, refs: 1}
 			return c, nil
 		}
 	}
 	return nil, fmt.Errorf("cm: the kernel bound the ID to device index %d, which is not listed: %w", idx, verbs.ErrNoDevice)
 }
 
+func releaseDevice(c *verbs.Context) error {
+	shared.Lock()
+	defer shared.Unlock()
+	for idx, d := range shared.devs {
+		if d.ctx == c {
+			if d.refs--; d.refs == 0 {
+				delete(shared.devs, idx)
+				return c.Close()
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 // AttachContext makes IDs of this channel that bind to c's device use c
-// (instead of a context the channel opens itself), so that their QPs can
-// share c's PDs, CQs and memory regions. The channel does not close c.
-// Attach before binding or resolving IDs.
+// (instead of the context cm opens and shares), so that their QPs can
+// share c's PDs, CQs and memory regions. cm does not close c. Attach before
+// binding or resolving IDs.
 func (ch *Channel) AttachContext(c *verbs.Context) error {
 	dev := c.Device()
 	if !dev.IndexKnown {
@@ -202,17 +247,10 @@ func (ch *Channel) Close() error {
 	}
 	ch.mu.Lock()
 	ch.closed = true
-	devs := ch.devs
-	owned := ch.owned
 	ch.devs = nil
 	ch.mu.Unlock()
 	ch.stop()
 	<-ch.done
 	errs = append(errs, ch.fd.Close())
-	for idx, c := range devs {
-		if owned[idx] {
-			errs = append(errs, c.Close())
-		}
-	}
 	return errors.Join(errs...)
 }

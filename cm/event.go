@@ -69,6 +69,11 @@ type ConnParam struct {
 	SRQ                bool  // the QP receives from an SRQ
 	QPNum              uint32
 	QKey               uint32 // UD
+	// Exact sends every value as given. Otherwise zero fields get
+	// librdmacm's defaults for a NULL conn_param: the read depths of the
+	// peer's request (Accept) or the device's maximum (Connect), 7
+	// transport retries and 7 (infinite) RNR retries.
+	Exact bool
 }
 
 // UDParam is what a UD (PS_UDP) connection request or establishment

@@ -64,8 +64,10 @@ type ID struct {
 	closed    bool
 	delivered uint32
 	dev       *verbs.Context
+	devRef    bool // dev is cm's shared context: release it on Close
 	port      uint8
 	qp        *qp.QP
+	req       ConnParam // the connect request's parameters (passive IDs)
 }
 
 // CreateID creates an ID in port space ps.
@@ -301,6 +303,12 @@ func (id *ID) Query() (AddrInfo, error) {
 // learnDevice binds the ID to the verbs Context of the device the kernel
 // chose, if it chose one.
 func (id *ID) learnDevice() error {
+	id.mu.Lock()
+	known := id.dev != nil
+	id.mu.Unlock()
+	if known {
+		return nil
+	}
 	info, err := id.Query()
 	if err != nil {
 		return err
@@ -308,12 +316,15 @@ func (id *ID) learnDevice() error {
 	if info.NodeGUID == (verbs.GUID{}) {
 		return nil // wildcard bind: no device yet
 	}
-	dev, err := id.ch.device(info.DeviceIndex)
+	id.mu.Lock()
+	ch := id.ch
+	id.mu.Unlock()
+	dev, owned, err := ch.device(info.DeviceIndex)
 	if err != nil {
 		return err
 	}
 	id.mu.Lock()
-	id.dev, id.port = dev, info.Port
+	id.dev, id.devRef, id.port = dev, owned, info.Port
 	id.mu.Unlock()
 	return nil
 }
@@ -361,6 +372,9 @@ func (id *ID) GetRequest(ctx context.Context) (*ID, Event, error) {
 			ev.ID.Close()
 			return nil, ev, err
 		}
+		ev.ID.mu.Lock()
+		ev.ID.req = ev.Conn
+		ev.ID.mu.Unlock()
 		return ev.ID, ev, nil
 	}
 }
@@ -472,9 +486,35 @@ func (id *ID) readyQP(p *ConnParam) error {
 // RDMA_MAX_INIT_DEPTH, which librpma passes).
 const MaxRDAtomic = 255
 
-// clampRDAtomic resolves MaxRDAtomic and caps both values at what the
-// ID's device supports, as librdmacm does.
-func (id *ID) clampRDAtomic(p *ConnParam) error {
+// defaults fills the zero fields of p the way librdmacm treats a NULL
+// conn_param (unless p.Exact): read depths from the peer's request when
+// accepting, the device's maximum when connecting; 7 retries and
+// infinite RNR retries. It then caps the read depths at what the device
+// supports, as librdmacm does.
+func (id *ID) defaults(p *ConnParam, accept bool) error {
+	if !p.Exact {
+		if p.RetryCount == 0 {
+			p.RetryCount = 7
+		}
+		if p.RNRRetryCount == 0 {
+			p.RNRRetryCount = 7
+		}
+		id.mu.Lock()
+		req := id.req
+		id.mu.Unlock()
+		if p.ResponderResources == 0 {
+			p.ResponderResources = MaxRDAtomic
+			if accept {
+				p.ResponderResources = req.ResponderResources
+			}
+		}
+		if p.InitiatorDepth == 0 {
+			p.InitiatorDepth = MaxRDAtomic
+			if accept {
+				p.InitiatorDepth = req.InitiatorDepth
+			}
+		}
+	}
 	if p.ResponderResources == 0 && p.InitiatorDepth == 0 {
 		return nil
 	}
@@ -530,19 +570,13 @@ func (id *ID) Connect(ctx context.Context, p ConnParam) (Event, error) {
 	if len(p.PrivateData) > MaxConnectPrivateData && !id.ps.datagram() {
 		return Event{}, fmt.Errorf("cm: connect: %d bytes of private data, at most %d", len(p.PrivateData), MaxConnectPrivateData)
 	}
-	if err := id.clampRDAtomic(&p); err != nil {
+	if err := id.defaults(&p, false); err != nil {
 		return Event{}, err
 	}
 	qpn, srq := id.qpInfo()
 	cp, err := connParam(&p, qpn, srq)
 	if err != nil {
 		return Event{}, err
-	}
-	if p.RetryCount == 0 {
-		cp.Retry_count = 7
-	}
-	if p.RNRRetryCount == 0 {
-		cp.Rnr_retry_count = 7
 	}
 	req := uverbs.UcmConnect{Param: cp, Id: id.handle}
 	if err := ucma(id, "CONNECT", uverbs.RDMA_USER_CM_CMD_CONNECT, &req, nil, 0); err != nil {
@@ -579,7 +613,7 @@ func (id *ID) Accept(ctx context.Context, p ConnParam) error {
 	if len(p.PrivateData) > MaxAcceptPrivateData {
 		return fmt.Errorf("cm: accept: %d bytes of private data, at most %d", len(p.PrivateData), MaxAcceptPrivateData)
 	}
-	if err := id.clampRDAtomic(&p); err != nil {
+	if err := id.defaults(&p, true); err != nil {
 		return err
 	}
 	if !id.ps.datagram() {
@@ -591,12 +625,6 @@ func (id *ID) Accept(ctx context.Context, p ConnParam) error {
 	cp, err := connParam(&p, qpn, srq)
 	if err != nil {
 		return err
-	}
-	if p.RetryCount == 0 {
-		cp.Retry_count = 7
-	}
-	if p.RNRRetryCount == 0 {
-		cp.Rnr_retry_count = 7
 	}
 	if id.ps.datagram() && cp.Qkey == 0 {
 		if q := id.QP(); q != nil {
@@ -701,11 +729,16 @@ func (id *ID) SetTOS(tos uint8) error { return id.SetOption(OptionTOS, []byte{to
 
 // Migrate moves the ID, with its queued events, to another channel.
 func (id *ID) Migrate(to *Channel) error {
-	if to == id.ch {
+	id.mu.Lock()
+	closed, from := id.closed, id.ch
+	id.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if to == from {
 		return nil
 	}
 	var resp uverbs.UcmMigrateResp
-	from := id.ch
 	var err error
 	from.raw(func(oldfd int) error {
 		req := uverbs.UcmMigrateID{Response: uverbs.Addr(unsafe.Pointer(&resp)), Id: id.handle, Fd: uint32(oldfd)}
@@ -757,6 +790,13 @@ func (id *ID) Close() error {
 	}
 	if _, err := id.destroy(); err != nil {
 		errs = append(errs, fmt.Errorf("cm: %w", err))
+	}
+	id.mu.Lock()
+	dev, ref := id.dev, id.devRef
+	id.devRef = false
+	id.mu.Unlock()
+	if ref {
+		errs = append(errs, releaseDevice(dev))
 	}
 	id.ch.mu.Lock()
 	delete(id.ch.ids, id.uid)

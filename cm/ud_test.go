@@ -3,10 +3,12 @@ package cm_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -94,8 +96,19 @@ func TestMigrate(t *testing.T) {
 	if err := id.Accept(timeout(t), cm.ConnParam{}); err != nil {
 		t.Fatalf("accept on the migrated ID: %v", err)
 	}
-	if err := l.Migrate(b); err != nil {
+	// Closing the channel the ID came from leaves it, its QP and its
+	// device context alone.
+	if err := a.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if attr, err := id.QP().Query(); err != nil || attr.State != qp.RTS {
+		t.Fatalf("QP of the migrated ID after its old channel closed: %+v %v", attr, err)
+	}
+	if err := id.Disconnect(); err != nil {
+		t.Fatalf("disconnect after the old channel closed: %v", err)
+	}
+	if err := l.Migrate(b); !errors.Is(err, cm.ErrClosed) {
+		t.Fatalf("migrating an ID of a closed channel: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
