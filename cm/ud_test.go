@@ -110,9 +110,16 @@ func TestMigrate(t *testing.T) {
 	if err := l.Migrate(b); !errors.Is(err, cm.ErrClosed) {
 		t.Fatalf("migrating an ID of a closed channel: %v", err)
 	}
+	if _, err := l.Event(context.Background()); !errors.Is(err, cm.ErrClosed) {
+		t.Fatalf("Event on a closed ID: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := l.Event(ctx); err != context.Canceled {
+	fresh, err := b.CreateID(cm.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.Event(ctx); err != context.Canceled {
 		t.Fatalf("Event with a cancelled context: %v", err)
 	}
 }
