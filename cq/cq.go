@@ -26,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -62,8 +61,7 @@ type CQ struct {
 	cqe    int
 	closed bool
 
-	notified atomic.Uint32 // notifications read from a shared channel for this CQ
-	events   atomic.Uint64 // completion events received
+	events atomic.Uint64 // completion events received
 }
 
 // ErrBadCQE is returned for a capacity outside what the device supports.
@@ -216,16 +214,17 @@ func (c *CQ) Events() uint64 { return c.events.Load() }
 // Wait blocks until the CQ has a completion to poll, or ctx ends. It arms
 // the CQ, returns at once if completions are already queued (closing the
 // race with completions that arrived before arming), and otherwise waits on
-// the channel. Events it reads for other CQs sharing the channel are kept
-// on those CQs, so their Wait, or WaitChannel, returns them without
-// blocking. Wait from one goroutine per channel: the kernel hands each event
-// to whichever reader comes first.
+// the channel. Events it reads for other CQs sharing the channel stay
+// queued on the channel, in order, for their Wait or for WaitChannel. Wait
+// from one goroutine per channel: the kernel hands each event to whichever
+// reader comes first.
 func (c *CQ) Wait(ctx context.Context) error {
 	if c.ch == nil {
 		return errors.New("cq: wait: the CQ has no completion channel")
 	}
+	mine := func(h uint64) bool { return h == c.track }
 	for {
-		if c.takeNotification() {
+		if _, ok := c.ch.Take(mine); ok {
 			return nil
 		}
 		if err := c.ReqNotify(false); err != nil {
@@ -234,62 +233,50 @@ func (c *CQ) Wait(ctx context.Context) error {
 		if c.Pending() {
 			return nil
 		}
-		if _, err := readEvents(ctx, c.ch); err != nil {
+		if err := readEvents(ctx, c.ch); err != nil {
 			return err
 		}
 	}
 }
 
-func (c *CQ) takeNotification() bool {
-	for {
-		n := c.notified.Load()
-		if n == 0 {
-			return false
-		}
-		if c.notified.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
-}
-
-// readEvents blocks until the channel has events, drains them, and records
-// each on its CQ (counting it as received and acknowledged).
-func readEvents(ctx context.Context, ch *verbs.CompChannel) (int, error) {
+// readEvents blocks until the channel has events, drains them, counts
+// each on its CQ (received and acknowledged) and queues them on the
+// channel in arrival order.
+func readEvents(ctx context.Context, ch *verbs.CompChannel) error {
 	var handles [16]uint64
 	n, err := ch.Wait(ctx, handles[:])
 	if err != nil {
-		return 0, fmt.Errorf("cq: wait: %w", err)
+		return fmt.Errorf("cq: wait: %w", err)
 	}
 	for _, h := range handles[:n] {
 		if c, ok := ch.Context().Object(h).(*CQ); ok { // else destroyed meanwhile
 			c.events.Add(1)
-			c.notified.Add(1)
+			ch.Stash(h)
 		}
 	}
-	return n, nil
+	return nil
 }
 
-// WaitChannel returns a CQ bound to ch that has had a completion event,
-// waiting for one if none is recorded yet; several CQs may share ch. Arm
+// WaitChannel returns the CQ named by the oldest completion event of ch,
+// which several CQs may share, waiting for one if none is queued. Arm
 // each CQ with ReqNotify before waiting, and re-arm a returned CQ before
 // polling it dry, or its next completion notifies nobody.
 func WaitChannel(ctx context.Context, ch *verbs.CompChannel) (*CQ, error) {
 	if ch == nil {
 		return nil, errors.New("cq: wait: no completion channel")
 	}
+	any := func(uint64) bool { return true }
 	for {
-		var found *CQ
-		ch.Context().ForEach(verbs.KindCQ, func(o io.Closer) bool {
-			if c, ok := o.(*CQ); ok && c.ch == ch && c.takeNotification() {
-				found = c
-				return false
+		for {
+			h, ok := ch.Take(any)
+			if !ok {
+				break
 			}
-			return true
-		})
-		if found != nil {
-			return found, nil
+			if c, ok := ch.Context().Object(h).(*CQ); ok {
+				return c, nil
+			}
 		}
-		if _, err := readEvents(ctx, ch); err != nil {
+		if err := readEvents(ctx, ch); err != nil {
 			return nil, err
 		}
 	}

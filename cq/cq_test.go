@@ -318,3 +318,52 @@ func TestReqNotifySolicitedOnly(t *testing.T) {
 	}
 	testutil.Completions(t, c, 2)
 }
+
+// Events of CQs sharing a channel come back in the order they happened,
+// even when one wait drains several.
+func TestSharedChannelOrder(t *testing.T) {
+	p := testutil.NewPair(t, testutil.PairOptions{Channel: true})
+	ch := p.A.SendCQ.Channel()
+	for round := 0; round < 20; round++ {
+		for _, c := range []*cq.CQ{p.A.SendCQ, p.B.RecvCQ} {
+			if err := c.ReqNotify(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// First a send completion on A's send CQ (a WRITE needs no
+		// receive), then, once that event is surely queued, a receive on
+		// B.
+		write(t, p, uint64(round), true)
+		for !p.A.SendCQ.Pending() {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := p.B.QP.PostRecv([]verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(p.B.MR, 0, 8)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, InlineData: []byte("o")}}); err != nil {
+			t.Fatal(err)
+		}
+		for !p.B.RecvCQ.Pending() {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		for i, want := range []*cq.CQ{p.A.SendCQ, p.B.RecvCQ} {
+			got, err := cq.WaitChannel(timeout(t), ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("round %d: event %d named the wrong CQ", round, i)
+			}
+		}
+		testutil.Completions(t, p.A.SendCQ, 1)
+		testutil.Completions(t, p.B.RecvCQ, 1)
+	}
+}
+
+func timeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

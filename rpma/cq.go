@@ -81,7 +81,7 @@ func (c *CQ) GetWC(wc []verbs.WorkCompletion) (int, error) {
 	}
 	n, err := c.cq.Poll(wc)
 	if err != nil {
-		return 0, ErrProvider
+		return 0, provider(err)
 	}
 	if n == 0 {
 		return 0, ErrNoCompletion

@@ -30,7 +30,7 @@ func (c *Conn) post(local *LocalMR, off, length uint64) error {
 	}
 	c.swr[0].SGList = sgl
 	if err := c.q.PostSend(c.swr[:]); err != nil {
-		return ErrProvider
+		return provider(err)
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOff uint64, src [8]byte, flags Comp
 	c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRRDMAWrite, Flags: sf | verbs.SendFence,
 		InlineData: c.inline[:], RemoteAddr: dst.Addr + dstOff, RKey: dst.RKey}
 	if err := c.q.PostSend(c.swr[:]); err != nil {
-		return ErrProvider
+		return provider(err)
 	}
 	return nil
 }
@@ -146,7 +146,7 @@ func (c *Conn) Flush(dst *RemoteMR, dstOff, length uint64, typ FlushType, flags 
 	c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRRDMARead, Flags: sf, SGList: c.sge[:],
 		RemoteAddr: dst.Addr + dstOff, RKey: dst.RKey}
 	if err := c.q.PostSend(c.swr[:]); err != nil {
-		return ErrProvider
+		return provider(err)
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func (c *Conn) Recv(dst *LocalMR, off, length uint64, opContext uint64) error {
 	}
 	c.rwr[0] = verbs.RecvWR{WRID: opContext, SGList: sgl}
 	if err := c.q.PostRecv(c.rwr[:]); err != nil {
-		return ErrProvider
+		return provider(err)
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func (s *SRQ) Recv(dst *LocalMR, off, length uint64, opContext uint64) error {
 	}
 	s.wr[0] = verbs.RecvWR{WRID: opContext, SGList: sgl}
 	if err := s.srq.PostRecv(s.wr[:]); err != nil {
-		return ErrProvider
+		return provider(err)
 	}
 	return nil
 }

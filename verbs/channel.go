@@ -19,8 +19,9 @@ type CompChannel struct {
 	fd    *pollfd.FD
 	track uint64
 
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closed  bool
+	pending []uint64 // events read but not yet claimed, oldest first
 }
 
 // NewCompChannel creates a completion channel (CREATE_COMP_CHANNEL).
@@ -94,6 +95,29 @@ func (ch *CompChannel) Wait(ctx context.Context, handles []uint64) (int, error) 
 		}
 	}
 	return count, nil
+}
+
+// Stash queues CQ handles of events read from the channel but not yet
+// claimed; Take hands them out oldest first. The cq package uses them so
+// that waiting for one CQ never loses or reorders another CQ's events.
+func (ch *CompChannel) Stash(handles ...uint64) {
+	ch.mu.Lock()
+	ch.pending = append(ch.pending, handles...)
+	ch.mu.Unlock()
+}
+
+// Take removes and returns the oldest stashed handle for which match
+// returns true.
+func (ch *CompChannel) Take(match func(handle uint64) bool) (uint64, bool) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for i, h := range ch.pending {
+		if match(h) {
+			ch.pending = append(ch.pending[:i], ch.pending[i+1:]...)
+			return h, true
+		}
+	}
+	return 0, false
 }
 
 // Close closes the channel. CQs bound to it keep the kernel object alive

@@ -204,24 +204,6 @@ func (c *Context) Object(handle uint64) io.Closer {
 	return c.objects[handle].obj
 }
 
-// ForEach calls fn for each open object of kind, until fn returns false.
-// fn must not create or close objects of the context.
-func (c *Context) ForEach(kind ObjectKind, fn func(io.Closer) bool) {
-	c.mu.Lock()
-	objs := make([]io.Closer, 0, len(c.objects))
-	for _, t := range c.objects {
-		if t.kind == kind {
-			objs = append(objs, t.obj)
-		}
-	}
-	c.mu.Unlock()
-	for _, o := range objs {
-		if !fn(o) {
-			return
-		}
-	}
-}
-
 // Objects counts the objects of kind still open on the context.
 func (c *Context) Objects(kind ObjectKind) int {
 	c.mu.Lock()
