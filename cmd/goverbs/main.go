@@ -21,8 +21,9 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"devinfo": {"print device and port attributes, like ibv_devinfo", runDevinfo},
-	"rxe":     {"add, delete and list Soft-RoCE (rxe) devices over RDMA netlink", runRXE},
+	"devinfo":  {"print device and port attributes, like ibv_devinfo", runDevinfo},
+	"pingpong": {"RC/UC/UD/SRQ ping-pong, like ibv_{rc,uc,ud,srq}_pingpong", runPingpong},
+	"rxe":      {"add, delete and list Soft-RoCE (rxe) devices over RDMA netlink", runRXE},
 }
 
 func usage(w io.Writer) {

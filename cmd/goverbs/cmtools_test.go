@@ -1,0 +1,746 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// ---------------------------------------------------------------- unit --
+
+func TestCMGetopt(t *testing.T) {
+	opts, operands := cmGetopt([]string{"-vV", "-C3", "x", "-S", "100", "-a", "-b", "-z", "--", "-s"}, "a:C:S:vVs")
+	got := ""
+	for _, o := range opts {
+		if o.opt == '?' {
+			got += fmt.Sprintf("?%c ", o.bad)
+		} else {
+			got += fmt.Sprintf("%c=%s ", o.opt, o.arg)
+		}
+	}
+	if want := "v= V= C=3 S=100 a=-b ?z "; got != want {
+		t.Errorf("options %q, want %q", got, want)
+	}
+	if !cmp.Equal(operands, []string{"x", "-s"}) {
+		t.Errorf("operands %q", operands)
+	}
+	opts, _ = cmGetopt([]string{"-vC"}, "C:v")
+	if len(opts) != 2 || opts[1].opt != '?' || !opts[1].missing || opts[1].bad != 'C' {
+		t.Errorf("missing argument: %+v", opts)
+	}
+}
+
+func TestCMExit(t *testing.T) {
+	for ret, want := range map[int]int{0: 0, -1: 255, 22: 22, 8: 8, -110: 146, 256: 1, -22: 234} {
+		if got := cmExit(ret); got != want {
+			t.Errorf("cmExit(%d) = %d, want %d", ret, got, want)
+		}
+	}
+}
+
+// A RoCEv2 GRH over IPv4 holds the IPv4 header in its last 20 bytes; a
+// bad header checksum makes it an IPv6 GRH, as in libibverbs.
+func TestCMGRHVersion(t *testing.T) {
+	grh := make([]byte, cmGRHSize)
+	ip := grh[20:]
+	ip[0] = 0x45
+	ip[8] = 64
+	ip[9] = 17
+	copy(ip[12:], []byte{169, 254, 77, 1})
+	copy(ip[16:], []byte{169, 254, 77, 1})
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	if v := cmGRHVersion(grh); v != 4 {
+		t.Errorf("IPv4 header: version %d", v)
+	}
+	grh[0] = 0x60 // an IPv6 version field in front of it
+	if v := cmGRHVersion(grh); v != 4 {
+		t.Errorf("IPv4 header with a 6 in front: version %d", v)
+	}
+	ip[10]++
+	if v := cmGRHVersion(grh); v != 6 {
+		t.Errorf("bad checksum: version %d, want 6", v)
+	}
+	grh[0] = 0
+	ip[0] = 0
+	if v := cmGRHVersion(grh); v != -1 {
+		t.Errorf("neither: version %d", v)
+	}
+}
+
+// cmRpingData is what the C client puts in its buffer for ping n (the
+// oracle the tests check both implementations against).
+func cmRpingData(n, size int) string {
+	b := []byte(fmt.Sprintf("rdma-ping-%d: ", n))
+	c := 65 + n%58
+	for len(b) < size-1 {
+		b = append(b, byte(c))
+		if c++; c > 122 {
+			c = 65
+		}
+	}
+	return string(b[:size-1])
+}
+
+func TestRpingArgs(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		rc     int
+		stdout string
+		stderr string
+	}{
+		{nil, 22, "goverbs rping -s [-vVd] [-S size]", ""},
+		{[]string{"-c"}, 22, "", "the client needs the server's address (-a addr)"},
+		{[]string{"-s", "-S", "10"}, 22, "", "Invalid size 10 (valid range is 23 to 65536)\n"},
+		{[]string{"-s", "-S", "65536"}, 22, "", "Invalid size 65536 (valid range is 23 to 65536)\n"},
+		{[]string{"-s", "-S", "abc"}, 22, "", "Invalid size abc"},
+		{[]string{"-s", "-C", "-1"}, 22, "", "Invalid count -1\n"},
+		{[]string{"-s", "-p", "70000"}, 22, "", "Invalid port 70000"},
+		{[]string{"-c", "-a", "169.254.77.1", "-p", "x1"}, 22, "", "Invalid port x1"},
+		{[]string{"-s", "-x"}, 22, "\t-P\t\tpersistent server mode allowing multiple connections\n", ""},
+		{[]string{"-s", "-t", "3"}, 22, "\t-q\t\tuse self-created, self-modified QP\n", ""},
+		{[]string{"-s", "-C"}, 22, "goverbs rping -c [-vVd]", ""},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			rc := run(append([]string{"rping"}, c.args...), &stdout, &stderr)
+			if rc != c.rc || !strings.Contains(stdout.String(), c.stdout) || !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q, %q", rc, stdout.String(), stderr.String(), c.rc, c.stdout, c.stderr)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	o, rc := parseRpingArgs([]string{"-d", "-c", "-a", "169.254.77.1", "-vVC7", "-S100", "-p", "9000", "-I", "169.254.77.2"},
+		&cmOut{w: &stdout}, &cmOut{w: &stderr})
+	if rc != -1 || o.server != 0 || o.addr.String() != "169.254.77.1" || o.src.String() != "169.254.77.2" ||
+		o.count != 7 || o.size != 100 || o.port != 9000 || !o.verbose || !o.validate || !o.debug {
+		t.Errorf("got %+v, %d", o, rc)
+	}
+	if want := "client\nverbose\nvalidate data\ncount 7\nsize 100\nport 9000\n"; stdout.String() != want {
+		t.Errorf("debug output %q, want %q", stdout.String(), want)
+	}
+}
+
+func TestCMTestArgs(t *testing.T) {
+	for _, c := range []struct {
+		cmd    string
+		args   []string
+		stdout string
+		stderr string
+	}{
+		{"udaddy", []string{"-x"}, "usage: goverbs udaddy\n\t[-s server_address]", "goverbs udaddy: invalid option -- 'x'\n"},
+		{"udaddy", []string{"-c"}, "[-p port_space - 0x111 for UDP (default), 0x2 for IPOIB]\n", "option requires an argument -- 'c'"},
+		{"udaddy", []string{"-p", "2"}, "", "port space not supported"},
+		{"udaddy", []string{"-P", "ipoib"}, "", "port space not supported"},
+		{"udaddy", []string{"-C", "many"}, "", "invalid message count"},
+		{"ucmatose", []string{"-m", "-q"}, "\t[-m(igrate)]\n\t[-a ack_timeout]\n", "goverbs ucmatose: invalid option -- 'q'\n"},
+		{"ucmatose", []string{"-P", "ib"}, "", "port space not supported"},
+		{"ucmatose", []string{"-f", "gid"}, "", "AF_IB addresses are not supported"},
+		{"ucmatose", []string{"-c", "-2"}, "", "invalid connection count"},
+	} {
+		t.Run(c.cmd+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			rc := run(append([]string{c.cmd}, c.args...), &stdout, &stderr)
+			if rc != 1 || !strings.Contains(stdout.String(), c.stdout) || !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 1, %q, %q", rc, stdout.String(), stderr.String(), c.stdout, c.stderr)
+			}
+		})
+	}
+}
+
+// ---------------------------------------------------------- the test bed --
+
+// cmProc is one end of a CM tool run, as a process: the C tool or this
+// test binary as goverbs.
+type cmProc struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr cmBuffer
+	done           chan struct{}
+	err            error
+}
+
+// cmBuffer is a bytes.Buffer that may be read while the process writes.
+type cmBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *cmBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *cmBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// cmStart runs tool (rping, udaddy, ucmatose) with args: impl "go" is this
+// binary as goverbs, "c" rdma-core's program. It is killed when the test
+// ends, or after a generous guard time (a hang, not a timing check).
+func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
+	t.Helper()
+	var argv, env []string
+	switch impl {
+	case "go":
+		argv = append([]string{os.Args[0], tool}, args...)
+		env = append(os.Environ(), envRunMain+"=1")
+	case "c":
+		argv = append([]string{testutil.LookPath(t, tool)}, args...)
+	default:
+		t.Fatalf("bad impl %q", impl)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	p := &cmProc{name: impl + " " + tool + " " + strings.Join(args, " "), done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *cmProc) wait() error {
+	<-p.done
+	return p.err
+}
+
+func (p *cmProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *cmProc) status() int {
+	if p.cmd.ProcessState == nil {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *cmProc) String() string {
+	return fmt.Sprintf("%s: %v\nstdout:\n%s\nstderr:\n%s", p.name, p.err, p.stdout.String(), p.stderr.String())
+}
+
+// cmLines splits output into lines ("" has none).
+func cmLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// cmListening reports whether an RDMA CM ID of port space ps ("TCP",
+// "UDP") listens on port, from rdma(8)'s resource list. Without the rdma
+// tool it says yes, and the client retries.
+func cmListening(t *testing.T, ps string, port int) bool {
+	rdma, err := exec.LookPath("rdma")
+	if err != nil {
+		return true
+	}
+	out, err := exec.Command(rdma, "-j", "resource", "show", "cm_id").Output()
+	if err != nil {
+		return true
+	}
+	var ids []map[string]any
+	if err := json.Unmarshal(out, &ids); err != nil {
+		t.Logf("rdma resource show cm_id: %v: %s", err, out)
+		return true
+	}
+	suffix := ":" + strconv.Itoa(port)
+	for _, id := range ids {
+		src, _ := id["src-addr"].(string)
+		if id["state"] == "LISTEN" && id["ps"] == ps && strings.HasSuffix(src, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// cmPair runs a server and then a client against it, and waits for both.
+// Until the server listens the client is started again when it fails
+// with the peer's rejection or unreachability.
+func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, srvArgs, cliArgs []string) (server, client *cmProc) {
+	t.Helper()
+	server = cmStart(t, srvImpl, tool, srvArgs...)
+	cmWaitListen(t, server, ps, port)
+	client = cmRunClient(t, server, tool, cliImpl, cliArgs)
+	if err := server.wait(); err != nil {
+		t.Fatalf("server failed: %v\n\nclient %v", server, client)
+	}
+	return server, client
+}
+
+func cmWaitListen(t *testing.T, server *cmProc, ps string, port int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cmListening(t, ps, port) {
+		if server.exited() {
+			t.Fatalf("server exited before listening: %v", server)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not listening on %s %d after 90 s: %v", ps, port, server)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cmRunClient runs a client to its end, retrying while the server is not
+// ready yet, and fails the test if it fails.
+func cmRunClient(t *testing.T, server *cmProc, tool, impl string, args []string) *cmProc {
+	t.Helper()
+	for try := 0; ; try++ {
+		client := cmStart(t, impl, tool, args...)
+		err := client.wait()
+		out := client.stdout.String() + client.stderr.String()
+		notYet := strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error 8") || strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error: 8") ||
+			strings.Contains(out, "RDMA_CM_EVENT_UNREACHABLE")
+		if err != nil && notYet && try < 20 && !server.exited() {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			server.cmd.Process.Kill()
+			server.wait()
+			t.Fatalf("client failed: %v\n\nserver %v", client, server)
+		}
+		return client
+	}
+}
+
+var cmNextPort = 7600
+
+func cmPort() int {
+	cmNextPort++
+	return cmNextPort
+}
+
+var cmImplPairs = [][2]string{{"go", "go"}, {"go", "c"}, {"c", "go"}, {"c", "c"}} // server, client
+
+// ---------------------------------------------------------------- rping --
+
+// cmCheckRping checks what both ends of an rping run printed against what
+// the C tool prints.
+func cmCheckRping(t *testing.T, server, client *cmProc, count, size int, verbose bool) {
+	t.Helper()
+	var wantSrv, wantCli []string
+	if verbose {
+		for i := range count {
+			wantSrv = append(wantSrv, "server ping data: "+cmRpingData(i, size))
+			wantCli = append(wantCli, "ping data: "+cmRpingData(i, size))
+		}
+	}
+	if diff := cmp.Diff(wantSrv, cmLines(server.stdout.String())); diff != "" {
+		t.Errorf("%s: stdout (-want +got):\n%s", server.name, diff)
+	}
+	if diff := cmp.Diff(wantCli, cmLines(client.stdout.String())); diff != "" {
+		t.Errorf("%s: stdout (-want +got):\n%s", client.name, diff)
+	}
+	// The server learns of the end from the client's disconnect.
+	if diff := cmp.Diff([]string{"server DISCONNECT EVENT...", "wait for RDMA_READ_ADV state 10"}, cmLines(server.stderr.String())); diff != "" {
+		t.Errorf("%s: stderr (-want +got):\n%s", server.name, diff)
+	}
+	// The client reports the server's answer if it comes before it exits.
+	if s := client.stderr.String(); s != "" && s != "client DISCONNECT EVENT...\n" {
+		t.Errorf("%s: stderr %q", client.name, s)
+	}
+}
+
+// Both pairings with rdma-core's rping, with -v (the data on both sides)
+// and -V (the client compares the echo), at the smallest size, the
+// default, sizes spanning packets and pages, and the largest.
+func TestRpingInterop(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	for _, c := range []struct {
+		count, size int
+		flags       []string
+	}{
+		{3, 64, []string{"-v"}},
+		{5, 64, []string{"-V"}},
+		{4, 23, []string{"-v", "-V"}},
+		{3, 1500, []string{"-v", "-V"}},
+		{2, 9000, []string{"-V", "-v"}},
+		{2, 65535, []string{"-V"}},
+		{20, 100, nil},
+		{3, 64, []string{"-v", "-I", addr}}, // the client's source address
+	} {
+		for _, impls := range cmImplPairs {
+			name := fmt.Sprintf("%s-server/%s-client/C%d/S%d/%s", impls[0], impls[1], c.count, c.size, strings.Join(c.flags, ""))
+			t.Run(name, func(t *testing.T) {
+				port := cmPort()
+				common := append([]string{"-a", addr, "-p", strconv.Itoa(port), "-C", strconv.Itoa(c.count), "-S", strconv.Itoa(c.size)}, c.flags...)
+				server, client := cmPair(t, "rping", "TCP", port, impls[0], impls[1], append([]string{"-s"}, common...), append([]string{"-c"}, common...))
+				verbose := false
+				for _, f := range c.flags {
+					verbose = verbose || f == "-v"
+				}
+				cmCheckRping(t, server, client, c.count, c.size, verbose)
+			})
+		}
+	}
+}
+
+// -d prints the steps; the cmLines that carry no pointers are the C tool's.
+func TestRpingDebug(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	for _, impls := range [][2]string{{"go", "c"}, {"c", "go"}} {
+		t.Run(impls[0]+"-server", func(t *testing.T) {
+			port := cmPort()
+			common := []string{"-a", addr, "-p", strconv.Itoa(port), "-C", "2", "-d", "-v"}
+			server, client := cmPair(t, "rping", "TCP", port, impls[0], impls[1], append([]string{"-s"}, common...), append([]string{"-c"}, common...))
+			for _, p := range []struct {
+				proc *cmProc
+				want []string
+			}{
+				{server, []string{"rdma_bind_addr successful", "rdma_listen", "accepting client connection request",
+					"server received sink adv", "server posted rdma read req ", "server received read complete",
+					"server ping data: " + cmRpingData(1, 64), "server posted go ahead", "server rdma write complete ",
+					"rdma write completion", "rdma read completion", "recv completion", "send completion", "ESTABLISHED"}},
+				{client, []string{"rdma_resolve_addr - rdma_resolve_route successful", "rdma_connect successful",
+					"ping data: " + cmRpingData(1, 64), "recv completion", "send completion", "ESTABLISHED", "allocated & registered buffers..."}},
+			} {
+				got := cmLines(p.proc.stdout.String())
+				for _, w := range p.want {
+					found := false
+					for _, l := range got {
+						found = found || l == w
+					}
+					if !found {
+						t.Errorf("%s: no line %q in\n%s", p.proc.name, w, p.proc.stdout.String())
+					}
+				}
+			}
+		})
+	}
+}
+
+// A persistent server serves one client after the other, and two at
+// once, and keeps listening.
+func TestRpingPersistent(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	for _, impl := range []string{"go", "c"} {
+		t.Run(impl+"-server", func(t *testing.T) {
+			port := cmPort()
+			common := []string{"-a", addr, "-p", strconv.Itoa(port), "-v", "-V"}
+			server := cmStart(t, impl, "rping", append([]string{"-s", "-P"}, common...)...)
+			cmWaitListen(t, server, "TCP", port)
+			cmRunClient(t, server, "rping", "c", append([]string{"-c", "-C", "2"}, common...))
+			cmRunClient(t, server, "rping", "go", append([]string{"-c", "-C", "3"}, common...))
+			var wg sync.WaitGroup
+			for _, cli := range []string{"go", "c"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := cmStart(t, cli, "rping", append([]string{"-c", "-C", "4"}, common...)...)
+					if err := p.wait(); err != nil {
+						t.Errorf("concurrent client: %v", p)
+					} else if n := len(cmLines(p.stdout.String())); n != 4 {
+						t.Errorf("concurrent client printed %d lines: %v", n, p)
+					}
+				}()
+			}
+			wg.Wait()
+			cmRunClient(t, server, "rping", "go", append([]string{"-c", "-C", "1"}, common...))
+			if server.exited() {
+				t.Fatalf("persistent server exited: %v", server)
+			}
+			// (The C server's stdout is a pipe, block-buffered, and it
+			// never exits.)
+			if n := strings.Count(server.stdout.String(), "server ping data: "); impl == "go" && n != 2+3+4+4+1 {
+				t.Errorf("persistent server printed %d pings, want 14:\n%s", n, server.stdout.String())
+			}
+		})
+	}
+}
+
+// Runtime failures: no listener, an address nobody answers, a port in
+// use, an address that is not ours. Each fails with a clear message and
+// a non-zero status, without hanging.
+func TestRpingErrors(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	port := cmPort()
+	busy := cmStart(t, "c", "rping", "-s", "-a", addr, "-p", strconv.Itoa(port))
+	cmWaitListen(t, busy, "TCP", port)
+	for _, c := range []struct {
+		args   []string
+		rc     int
+		stderr []string
+	}{
+		{[]string{"-c", "-a", addr, "-p", strconv.Itoa(cmPort()), "-C", "1"}, 255,
+			[]string{"cma event RDMA_CM_EVENT_REJECTED, error 8", "wait for CONNECTED state 4", "connect error -1"}},
+		{[]string{"-c", "-a", "169.254.77.99", "-C", "1"}, 255,
+			[]string{"cma event RDMA_CM_EVENT_ADDR_ERROR, error -110", "waiting for addr/route resolution state 1"}},
+		{[]string{"-s", "-a", addr, "-p", strconv.Itoa(port)}, 255, []string{"rdma_bind_addr: Address already in use"}},
+		{[]string{"-s", "-a", "169.254.77.50"}, 255, []string{"rdma_bind_addr: Cannot assign requested address"}},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			for _, impl := range []string{"c", "go"} {
+				p := cmStart(t, impl, "rping", c.args...)
+				p.wait()
+				got := cmLines(p.stderr.String())
+				if impl == "c" && len(got) > 0 {
+					// The C tool's threads race to the exit: its CM
+					// thread exits on a failure event, its main thread
+					// prints the rest if it gets there first.
+					got = got[:1]
+					if p.status() == c.rc && got[0] == c.stderr[0] {
+						continue
+					}
+				}
+				if p.status() != c.rc || !cmp.Equal(got, c.stderr) || p.stdout.String() != "" {
+					t.Errorf("%s: exit %d, want %d, stderr %q", p, p.status(), c.rc, c.stderr)
+				}
+			}
+		})
+	}
+}
+
+// A client whose buffer is larger than the server's (-S differs): the
+// server's RDMA READ overruns its buffer; both tools fail the same way.
+func TestRpingSizeMismatch(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	for _, impl := range []string{"go", "c"} {
+		t.Run(impl+"-server", func(t *testing.T) {
+			port := strconv.Itoa(cmPort())
+			server := cmStart(t, impl, "rping", "-s", "-a", addr, "-p", port, "-v")
+			cmWaitListen(t, server, "TCP", cmNextPort)
+			client := cmRunClient(t, server, "rping", "c", []string{"-c", "-a", addr, "-p", port, "-v", "-C", "3", "-S", "200"})
+			server.wait()
+			want := []string{"cq completion failed status 4", "wait for RDMA_READ_COMPLETE state 11", "rping server failed: -1"}
+			got := cmLines(server.stderr.String())
+			if len(got) == 4 && got[3] == "server DISCONNECT EVENT..." { // if the client's answer comes in time
+				got = got[:3]
+			}
+			if server.status() != 255 || !cmp.Equal(got, want) || server.stdout.String() != "" {
+				t.Errorf("%v: exit %d, want 255 and stderr %q", server, server.status(), want)
+			}
+			if !strings.Contains(client.stderr.String(), "wait for RDMA_WRITE_ADV state 10") {
+				t.Errorf("client: %v", client)
+			}
+		})
+	}
+}
+
+// Our client in this process: after the run every fd and device object
+// is gone.
+func TestRpingInProcessNoLeak(t *testing.T) {
+	dev := testutil.Device(t)
+	addr := testutil.Addr(t)
+	port := cmPort()
+	before := testutil.Resources(t, dev)
+	fds := testutil.OpenFDs(t)
+	server := cmStart(t, "c", "rping", "-s", "-a", addr, "-p", strconv.Itoa(port), "-v")
+	cmWaitListen(t, server, "TCP", port)
+	var stdout, stderr bytes.Buffer
+	if rc := run([]string{"rping", "-c", "-a", addr, "-p", strconv.Itoa(port), "-C", "3", "-V"}, &stdout, &stderr); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, stderr.String())
+	}
+	if err := server.wait(); err != nil {
+		t.Fatalf("server: %v", server)
+	}
+	if n := testutil.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open before, %d after: %s", fds, n, testutil.FDTargets())
+	}
+	var after map[string]uint64
+	for range 50 { // the kernel drops the C server's objects as it exits
+		if after = testutil.Resources(t, dev); cmp.Equal(before, after) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !cmp.Equal(before, after) {
+		t.Errorf("device resources before %v, after %v", before, after)
+	}
+}
+
+// ------------------------------------------------------ udaddy, ucmatose --
+
+func cmUdaddyLines(server bool) []string {
+	if server {
+		return []string{"udaddy: starting server", "receiving data transfers", "sending replies", "data transfers complete", "test complete", "return status 0"}
+	}
+	return []string{"udaddy: starting client", "udaddy: connecting", "initiating data transfers", "receiving data transfers",
+		"data transfers complete", "test complete", "return status 0"}
+}
+
+func cmUcmatoseLines(server, migrate bool) []string {
+	var l []string
+	if server {
+		l = []string{"cmatose: starting server", "initiating data transfers", "completing sends", "receiving data transfers", "data transfers complete"}
+		if migrate {
+			l = append(l, "migrating to new event channel")
+		}
+		l = append(l, "cmatose: disconnecting", "disconnected")
+	} else {
+		l = []string{"cmatose: starting client", "cmatose: connecting", "receiving data transfers", "sending replies", "data transfers complete"}
+		if migrate {
+			l = append(l, "migrating to new event channel")
+		}
+	}
+	return append(l, "test complete", "return status 0")
+}
+
+func cmCheckLines(t *testing.T, p *cmProc, want []string) {
+	t.Helper()
+	if diff := cmp.Diff(want, cmLines(p.stdout.String())); diff != "" {
+		t.Errorf("%s: stdout (-want +got):\n%s", p.name, diff)
+	}
+	if s := p.stderr.String(); s != "" {
+		t.Errorf("%s: stderr %q", p.name, s)
+	}
+}
+
+// udaddy's port is fixed (7174): the runs take turns.
+func TestUdaddyInterop(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	ctx, err := verbs.Open(testutil.Device(t).Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, err := ctx.QueryPort(1)
+	ctx.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		nil,
+		{"-c", "2", "-C", "3", "-S", "50"},
+		{"-C", "30", "-S", strconv.Itoa(pa.ActiveMTU.Bytes())},
+		{"-C", "1", "-S", "1"},
+		{"-b", addr, "-C", "4"},
+		{"-C", "0"},
+	} {
+		for _, impls := range cmImplPairs {
+			t.Run(fmt.Sprintf("%s-server/%s-client/%s", impls[0], impls[1], strings.Join(args, "")), func(t *testing.T) {
+				server, client := cmPair(t, "udaddy", "UDP", 7174, impls[0], impls[1], args, append([]string{"-s", addr}, args...))
+				wantSrv, wantCli := cmUdaddyLines(true), cmUdaddyLines(false)
+				if len(args) > 0 && args[len(args)-1] == "0" {
+					wantSrv = []string{"udaddy: starting server", "test complete", "return status 0"}
+					wantCli = []string{"udaddy: starting client", "udaddy: connecting", "test complete", "return status 0"}
+				}
+				cmCheckLines(t, server, wantSrv)
+				cmCheckLines(t, client, wantCli)
+			})
+		}
+	}
+}
+
+func TestUcmatoseInterop(t *testing.T) {
+	testutil.Device(t)
+	addr := testutil.Addr(t)
+	for _, args := range [][]string{
+		nil,
+		{"-c", "3", "-C", "5", "-S", "3000"},
+		{"-m", "-C", "2"},
+		{"-C", "50", "-S", "1", "-a", "18", "-t", "0"},
+		{"-b", addr, "-c", "2", "-C", "1"},
+	} {
+		for _, impls := range cmImplPairs {
+			t.Run(fmt.Sprintf("%s-server/%s-client/%s", impls[0], impls[1], strings.Join(args, "")), func(t *testing.T) {
+				port := cmPort()
+				srvArgs := append([]string{"-p", strconv.Itoa(port)}, args...)
+				server, client := cmPair(t, "ucmatose", "TCP", port, impls[0], impls[1], srvArgs, append([]string{"-s", addr}, srvArgs...))
+				migrate := len(args) > 0 && args[0] == "-m"
+				cmCheckLines(t, server, cmUcmatoseLines(true, migrate))
+				cmCheckLines(t, client, cmUcmatoseLines(false, migrate))
+			})
+		}
+	}
+}
+
+// Clients without a server, or with an address nobody answers, fail as the
+// C tools do; so does a server whose port is taken.
+func TestUdaddyUcmatoseErrors(t *testing.T) {
+	addr := testutil.Addr(t)
+	vctx, err := verbs.Open(testutil.Device(t).Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, err := vctx.QueryPort(1)
+	vctx.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtu := pa.ActiveMTU.Bytes()
+	port := strconv.Itoa(cmPort())
+	busy := cmStart(t, "c", "ucmatose", "-p", port)
+	cmWaitListen(t, busy, "TCP", cmNextPort)
+	for _, c := range []struct {
+		tool   string
+		args   []string
+		rc     int
+		stdout []string
+		stderr string
+	}{
+		{"ucmatose", []string{"-s", addr, "-p", strconv.Itoa(cmPort())}, 8, []string{"cmatose: starting client", "cmatose: connecting",
+			"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8", "test complete", "return status 8"}, ""},
+		{"ucmatose", []string{"-s", "169.254.77.99", "-C", "1"}, 146, []string{"cmatose: starting client", "cmatose: connecting",
+			"cmatose: event: RDMA_CM_EVENT_ADDR_ERROR, error: -110", "test complete", "return status -110"}, ""},
+		{"ucmatose", []string{"-p", port}, 255, []string{"cmatose: starting server", "test complete", "return status -1"},
+			"cmatose: bind address failed: Cannot assign requested address\n"},
+		{"ucmatose", []string{"-s", addr, "-p", "nosuchservice"}, 248, []string{"cmatose: starting client",
+			"cmatose: getaddrinfo error: Servname not supported for ai_socktype", "test complete", "return status -8"}, ""},
+		{"udaddy", []string{"-s", addr}, 1, []string{"udaddy: starting client", "udaddy: connecting",
+			"udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1", "test complete", "return status 1"}, ""},
+		{"udaddy", []string{"-s", addr, "-S", strconv.Itoa(mtu + 1)}, 234, []string{"udaddy: starting client", "udaddy: connecting",
+			fmt.Sprintf("udaddy: message_size %d is larger than active mtu %d", mtu+1, mtu), "test complete", "return status -22"}, ""},
+	} {
+		t.Run(c.tool+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			for _, impl := range []string{"c", "go"} {
+				p := cmStart(t, impl, c.tool, c.args...)
+				p.wait()
+				want := c.stdout
+				if p.status() != c.rc || !cmp.Equal(cmLines(p.stdout.String()), want) || p.stderr.String() != c.stderr {
+					t.Errorf("%s: exit %d, want %d, stdout %q, stderr %q", p, p.status(), c.rc, want, c.stderr)
+				}
+			}
+		})
+	}
+}

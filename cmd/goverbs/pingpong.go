@@ -1,0 +1,431 @@
+package main
+
+// goverbs pingpong: rdma-core's ibv_rc_pingpong, ibv_uc_pingpong,
+// ibv_ud_pingpong and ibv_srq_pingpong (rdma-core 44) in one subcommand.
+// Either end may be the C tool: the TCP exchange, the work requests and
+// the output follow the C programs. This file holds the command line; the
+// TCP exchange is in pingpong_exch.go, the verbs side in pingpong_ctx.go.
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// ppType is the transport of a ping-pong, the C tool it stands for.
+type ppType int
+
+const (
+	ppRC ppType = 1 << iota
+	ppUC
+	ppUD
+	ppSRQ
+
+	ppAll = ppRC | ppUC | ppUD | ppSRQ
+)
+
+func (t ppType) String() string {
+	switch t {
+	case ppRC:
+		return "rc"
+	case ppUC:
+		return "uc"
+	case ppUD:
+		return "ud"
+	case ppSRQ:
+		return "srq"
+	}
+	return "?"
+}
+
+// tool names the rdma-core program the type mirrors.
+func (t ppType) tool() string { return "ibv_" + t.String() + "_pingpong" }
+
+// ppOptions are the settings of one run, with the C tools' defaults.
+type ppOptions struct {
+	typ      ppType
+	port     int    // TCP port
+	devName  string // "" = first device
+	ibPort   int
+	size     int
+	mtu      verbs.MTU
+	numQP    int // srq
+	rxDepth  int
+	iters    int
+	sl       int
+	events   bool
+	gidIndex int // -1: no GID
+	validate bool
+	server   string // "" = server
+}
+
+// ppFlag is one option of the C tools (getopt_long style: short letter,
+// long name) and the tools that have it.
+type ppFlag struct {
+	short       byte // 0: long only
+	long        string
+	hasArg      bool
+	tools       ppType
+	unsupported bool // the C tool has it, goverbs does not do it
+	help        string
+}
+
+var ppFlags = []ppFlag{
+	{'t', "type", true, ppAll, false, "transport: rc (default), uc, ud or srq"},
+	{'p', "port", true, ppAll, false, "listen on/connect to port <port> (default 18515)"},
+	{'d', "ib-dev", true, ppAll, false, "use IB device <dev> (default first device found)"},
+	{'i', "ib-port", true, ppAll, false, "use port <port> of IB device (default 1)"},
+	{'s', "size", true, ppAll, false, "size of message to exchange (default 4096; ud: 1024)"},
+	{'m', "mtu", true, ppRC | ppUC | ppSRQ, false, "path MTU (default 1024)"},
+	{'q', "num-qp", true, ppSRQ, false, "number of QPs to use (default 16)"},
+	{'r', "rx-depth", true, ppAll, false, "number of receives to post at a time (default 500)"},
+	{'n', "iters", true, ppAll, false, "number of exchanges (default 1000)"},
+	{'l', "sl", true, ppAll, false, "service level value"},
+	{'e', "events", false, ppAll, false, "sleep on CQ events (default poll)"},
+	{'g', "gid-idx", true, ppAll, false, "local port gid index"},
+	{'c', "chk", false, ppAll, false, "validate received buffer"},
+	{'o', "odp", false, ppRC | ppSRQ, true, "use on demand paging"},
+	{'O', "iodp", false, ppRC, true, "use implicit on demand paging"},
+	{'P', "prefetch", false, ppRC, true, "prefetch an ODP MR"},
+	{0, "ts", false, ppRC, true, "get CQE with timestamp (ibv_rc_pingpong's -t)"},
+	{'j', "dm", false, ppRC, true, "use device memory"},
+	{'N', "new_send", false, ppRC, true, "use new post send WR API"},
+	{'h', "help", false, ppAll, false, "print this help"},
+}
+
+func (f *ppFlag) name() string {
+	if f.short != 0 {
+		return "-" + string(f.short)
+	}
+	return "--" + f.long
+}
+
+// ppArg is one parsed option.
+type ppArg struct {
+	flag  *ppFlag
+	value string
+	spelt string // as written, for messages
+}
+
+// parseGetopt splits args as glibc's getopt_long does: short options may
+// be bundled (-ec) and take their argument attached or as the next word,
+// long options may be abbreviated and take --name=value or --name value,
+// operands may come anywhere (permutation) and "--" ends the options.
+func parseGetopt(args []string) (opts []ppArg, operands []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return opts, append(operands, args[i+1:]...), nil
+		case strings.HasPrefix(a, "--"):
+			name, value, hasValue := strings.Cut(a[2:], "=")
+			f, err := lookupLong(name)
+			if err != nil {
+				return nil, nil, err
+			}
+			switch {
+			case f.hasArg && !hasValue:
+				if i+1 >= len(args) {
+					return nil, nil, fmt.Errorf("option '--%s' requires an argument", f.long)
+				}
+				i++
+				value = args[i]
+			case !f.hasArg && hasValue:
+				return nil, nil, fmt.Errorf("option '--%s' doesn't allow an argument", f.long)
+			}
+			opts = append(opts, ppArg{f, value, "--" + f.long})
+		case len(a) > 1 && a[0] == '-':
+			for j := 1; j < len(a); j++ {
+				f := lookupShort(a[j])
+				if f == nil {
+					return nil, nil, fmt.Errorf("invalid option -- '%c'", a[j])
+				}
+				if !f.hasArg {
+					opts = append(opts, ppArg{f, "", f.name()})
+					continue
+				}
+				value := a[j+1:]
+				if value == "" {
+					if i+1 >= len(args) {
+						return nil, nil, fmt.Errorf("option requires an argument -- '%c'", a[j])
+					}
+					i++
+					value = args[i]
+				}
+				opts = append(opts, ppArg{f, value, f.name()})
+				break
+			}
+		default:
+			operands = append(operands, a)
+		}
+	}
+	return opts, operands, nil
+}
+
+func lookupShort(c byte) *ppFlag {
+	for i := range ppFlags {
+		if ppFlags[i].short == c {
+			return &ppFlags[i]
+		}
+	}
+	return nil
+}
+
+func lookupLong(name string) (*ppFlag, error) {
+	var match *ppFlag
+	var candidates []string
+	for i := range ppFlags {
+		f := &ppFlags[i]
+		if f.long == name {
+			return f, nil
+		}
+		if name != "" && strings.HasPrefix(f.long, name) {
+			match = f
+			candidates = append(candidates, "'--"+f.long+"'")
+		}
+	}
+	switch len(candidates) {
+	case 0:
+		return nil, fmt.Errorf("unrecognized option '--%s'", name)
+	case 1:
+		return match, nil
+	}
+	return nil, fmt.Errorf("option '--%s' is ambiguous; possibilities: %s", name, strings.Join(candidates, " "))
+}
+
+// parseCInt parses a number the way strtol with base 0 reads it (0x for
+// hex, a leading 0 for octal), but refuses anything that is not entirely a
+// number rather than stopping at the first bad character.
+func parseCInt(s string) (int64, error) {
+	t := strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if t != "" && (t[0] == '+' || t[0] == '-') {
+		neg = t[0] == '-'
+		t = t[1:]
+	}
+	base := 10
+	switch {
+	case len(t) > 2 && (t[:2] == "0x" || t[:2] == "0X"):
+		base, t = 16, t[2:]
+	case len(t) > 1 && t[0] == '0':
+		base, t = 8, t[1:]
+	}
+	v, err := strconv.ParseInt(t, base, 64)
+	if err != nil || t == "" || t[0] == '+' || t[0] == '-' {
+		return 0, fmt.Errorf("invalid number %q", s)
+	}
+	if neg {
+		v = -v
+	}
+	return v, nil
+}
+
+func mtuFromBytes(n int64) verbs.MTU {
+	switch n {
+	case 256:
+		return verbs.MTU256
+	case 512:
+		return verbs.MTU512
+	case 1024:
+		return verbs.MTU1024
+	case 2048:
+		return verbs.MTU2048
+	case 4096:
+		return verbs.MTU4096
+	}
+	return 0
+}
+
+func parseType(s string) (ppType, bool) {
+	switch strings.ToLower(s) {
+	case "rc":
+		return ppRC, true
+	case "uc":
+		return ppUC, true
+	case "ud":
+		return ppUD, true
+	case "srq":
+		return ppSRQ, true
+	}
+	return 0, false
+}
+
+// parsePingpongArgs turns the command line into options. help is set for
+// -h; a returned error is a usage error.
+func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
+	opts, operands, err := parseGetopt(args)
+	if err != nil {
+		return nil, false, err
+	}
+	o = &ppOptions{typ: ppRC, port: 18515, ibPort: 1, size: 4096, mtu: verbs.MTU1024,
+		numQP: 16, rxDepth: 500, iters: 1000, gidIndex: -1}
+	// The type decides which options exist, so it goes first.
+	for _, a := range opts {
+		if a.flag.short == 't' {
+			t, ok := parseType(a.value)
+			if !ok {
+				return nil, false, fmt.Errorf("unknown transport type %q (want rc, uc, ud or srq)", a.value)
+			}
+			o.typ = t
+		}
+	}
+	if o.typ == ppUD {
+		o.size = 1024
+	}
+	for _, a := range opts {
+		f := a.flag
+		if f.short == 'h' {
+			return o, true, nil
+		}
+		if f.tools&o.typ == 0 {
+			return nil, false, fmt.Errorf("%s: %s has no such option", a.spelt, o.typ.tool())
+		}
+		if f.unsupported {
+			return nil, false, errUnsupported(a.spelt)
+		}
+		if !f.hasArg {
+			switch f.short {
+			case 'e':
+				o.events = true
+			case 'c':
+				o.validate = true
+			}
+			continue
+		}
+		if f.short == 't' || f.short == 'd' {
+			if f.short == 'd' {
+				o.devName = a.value
+			}
+			continue
+		}
+		v, err := parseCInt(a.value)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %v", a.spelt, err)
+		}
+		bad := func(want string) error {
+			return fmt.Errorf("%s %s: %s", a.spelt, a.value, want)
+		}
+		switch f.short {
+		case 'p':
+			if v < 0 || v > 65535 {
+				return nil, false, bad("port must be 0 to 65535")
+			}
+			o.port = int(v)
+		case 'i':
+			if v < 1 || v > 255 {
+				return nil, false, bad("IB port must be 1 to 255")
+			}
+			o.ibPort = int(v)
+		case 's':
+			min := int64(0)
+			if o.typ == ppSRQ {
+				min = 1
+			}
+			if v < min || v > math.MaxInt32-40 {
+				return nil, false, bad(fmt.Sprintf("size must be %d to %d", min, math.MaxInt32-40))
+			}
+			o.size = int(v)
+		case 'm':
+			if o.mtu = mtuFromBytes(v); o.mtu == 0 {
+				return nil, false, bad("MTU must be 256, 512, 1024, 2048 or 4096")
+			}
+		case 'q':
+			if v < 0 || v > math.MaxInt32 {
+				return nil, false, bad("invalid number of QPs")
+			}
+			o.numQP = int(v)
+		case 'r':
+			if v < 0 || v > math.MaxInt32 {
+				return nil, false, bad("invalid rx depth")
+			}
+			o.rxDepth = int(v)
+		case 'n':
+			if v < 0 || v > math.MaxUint32 {
+				return nil, false, bad("invalid iteration count")
+			}
+			o.iters = int(v)
+		case 'l':
+			if v < 0 || v > 255 {
+				return nil, false, bad("service level must be 0 to 255")
+			}
+			o.sl = int(v)
+		case 'g':
+			if v > math.MaxInt32 {
+				return nil, false, bad("GID index too large")
+			}
+			if v < 0 {
+				v = -1
+			}
+			o.gidIndex = int(v)
+		}
+	}
+	switch {
+	case len(operands) == 1:
+		o.server = operands[0]
+	case len(operands) > 1:
+		return nil, false, fmt.Errorf("unexpected argument %q", operands[1])
+	}
+	return o, false, nil
+}
+
+type errUnsupported string
+
+func (e errUnsupported) Error() string { return string(e) + " is not supported" }
+
+func pingpongUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage:")
+	fmt.Fprintln(w, "  goverbs pingpong -t rc|uc|ud|srq [options]             start a server and wait for connection")
+	fmt.Fprintln(w, "  goverbs pingpong -t rc|uc|ud|srq [options] <host>      connect to server at <host>")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Like rdma-core's ibv_{rc,uc,ud,srq}_pingpong, with which either end interoperates.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "options:")
+	for i := range ppFlags {
+		f := &ppFlags[i]
+		var tools []string
+		if f.tools != ppAll {
+			for _, t := range []ppType{ppRC, ppUC, ppUD, ppSRQ} {
+				if f.tools&t != 0 {
+					tools = append(tools, t.String())
+				}
+			}
+		}
+		spec := "    "
+		if f.short != 0 {
+			spec = "-" + string(f.short) + ", "
+		}
+		spec += "--" + f.long
+		if f.hasArg {
+			spec += "=<arg>"
+		}
+		help := f.help
+		if tools != nil {
+			help += " [" + strings.Join(tools, ", ") + " only]"
+		}
+		if f.unsupported {
+			help += " (not supported)"
+		}
+		fmt.Fprintf(w, "  %-26s %s\n", spec, help)
+	}
+}
+
+// runPingpong is goverbs pingpong.
+func runPingpong(args []string, stdout, stderr io.Writer) int {
+	o, help, err := parsePingpongArgs(args)
+	if help {
+		pingpongUsage(stdout)
+		return 0
+	}
+	if err != nil {
+		errorf(stderr, "pingpong", "%v", err)
+		if _, ok := err.(errUnsupported); !ok {
+			fmt.Fprintln(stderr, "usage: goverbs pingpong -t rc|uc|ud|srq [options] [servername]   (-h for help)")
+		}
+		return 1
+	}
+	return runPP(o, stdout, stderr)
+}

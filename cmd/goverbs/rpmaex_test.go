@@ -1,0 +1,722 @@
+package main
+
+// Tests of goverbs rpma-example: unit tests of the ports' codecs, and the
+// interop matrix on the rxe test bed, each example's server and clients
+// run as processes: Go ↔ Go, Go server ↔ C client and C server ↔ Go
+// client, the C ends being librpma programs of our own
+// (rpma/testdata/rpmaex*.c, built with testutil.BuildC) that speak the
+// examples' protocols and print their lines. Our end is this test binary
+// run as goverbs, through pingpong_test.go's TestMain (envRunMain).
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+)
+
+// ---------------------------------------------------------------- unit --
+
+func TestRPMAExampleList(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := run([]string{"rpma-example", "list"}, &out, &errb); rc != 0 {
+		t.Fatalf("rpma-example list: exit %d: %s", rc, errb.String())
+	}
+	want := []string{
+		"01-connection", "02-read-to-volatile", "03-read-to-persistent", "04-write-to-persistent",
+		"05-flush-to-persistent", "06-multiple-connections", "06scch-multiple-connections",
+		"07-atomic-write", "08-messages-ping-pong", "08srq-simple-messages-ping-pong-with-srq",
+		"09-flush-to-persistent-GPSPM", "09scch-flush-to-persistent-GPSPM", "10-send-with-imm",
+		"11-write-with-imm", "12-receive-completion-queue", "12scch-receive-completion-queue",
+		"13-messages-ping-pong-with-srq",
+	}
+	if diff := cmp.Diff(want, strings.Fields(out.String())); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
+	}
+}
+
+func TestRPMAExampleUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		rc   int
+		want string
+	}{
+		{nil, 2, "usage: goverbs rpma-example list"},
+		{[]string{"nosuch", "server", "a", "1"}, 2, `unknown example "nosuch"`},
+		{[]string{"01-connection", "both", "a", "1"}, 2, "usage:"},
+		{[]string{"01-connection", "server", "a"}, 255,
+			"usage: goverbs rpma-example 01-connection server <server_address> <port>\n"},
+		{[]string{"08-messages-ping-pong", "client", "a", "1", "7"}, 255,
+			"usage: goverbs rpma-example 08-messages-ping-pong client <server_address> <port> <seed> <rounds> [<sleep>]\n"},
+		{[]string{"07-atomic-write", "client", "a", "1"}, 255, "<word1> [<word2>] [..]"},
+		{[]string{"13-messages-ping-pong-with-srq", "server", "a", "1", "0"}, 255,
+			"<timeout> should be a positive number of seconds (0 given)"},
+		{[]string{"08srq-simple-messages-ping-pong-with-srq", "server", "a", "1", "x"}, 255,
+			"The third parameter should be one of m or r (x given)"},
+		{[]string{"10-send-with-imm", "client", "a", "1", "4294967296"}, 255,
+			"The provided immediate data is too big (4294967296 > 4294967295)"},
+		{[]string{"12-receive-completion-queue", "client", "a", "1", "99999999999999999999", "1"}, 255,
+			"strtoul(99999999999999999999) overflowed"},
+	} {
+		var out, errb bytes.Buffer
+		rc := run(append([]string{"rpma-example"}, c.args...), &out, &errb)
+		if rc != c.rc || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d, %q", c.args, rc, errb.String(), c.rc, c.want)
+		}
+	}
+}
+
+// glibc's rand() after srand(seed), as printed by a C program.
+func TestRPMAExampleGlibcRand(t *testing.T) {
+	for seed, want := range map[uint32][]int32{
+		0:          {1804289383, 846930886, 1681692777}, // srand(0) is srand(1)
+		1:          {1804289383, 846930886, 1681692777, 1714636915, 1957747793},
+		2:          {1505335290, 1738766719, 190686788},
+		3:          {1205554746, 483147985, 844158168, 953350440, 612121425},
+		4000000000: {1111130805}, // a seed that is negative as an int32_t
+	} {
+		r := rpxGlibcRand(seed)
+		for i, w := range want {
+			if got := r(); got != w {
+				t.Errorf("seed %d: rand #%d = %d, want %d", seed, i+1, got, w)
+			}
+		}
+	}
+	// The names the clients of 06 pick with the seeds of the fact sheet.
+	for seed, want := range map[uint32]string{1: "Andy", 2: "Kacper", 3: "Oksana"} {
+		if got := rpx06Names[uint64(rpxGlibcRand(seed)())%uint64(len(rpx06Names))]; got != want {
+			t.Errorf("seed %d names %s, want %s", seed, got, want)
+		}
+	}
+}
+
+// The GPSPM messages as protobuf-c packs them.
+func TestRPMAExampleGPSPM(t *testing.T) {
+	req := rpxGPSPMFlushRequest{offset: 0, length: 0x400, opContext: 0xF01D}
+	want := []byte{0x09, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x11, 0x00, 0x04, 0, 0, 0, 0, 0, 0,
+		0x19, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0}
+	if got := req.marshal(); !bytes.Equal(got, want) {
+		t.Errorf("request = % x\nwant      % x", got, want)
+	}
+	if got, err := rpxUnmarshalFlushRequest(want); err != nil || got != req {
+		t.Errorf("unmarshal request = %+v, %v", got, err)
+	}
+	resp := rpxGPSPMFlushResponse{opContext: 0xF01D}
+	if got := resp.marshal(); !bytes.Equal(got, []byte{0x09, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0}) {
+		t.Errorf("response = % x", got)
+	}
+	// Unknown fields of every wire type are skipped; the last value wins.
+	in := append([]byte{0x20, 0x96, 0x01, 0x2a, 2, 'h', 'i', 0x35, 1, 2, 3, 4, 0x39, 1, 0, 0, 0, 0, 0, 0, 0}, resp.marshal()...)
+	if got, err := rpxUnmarshalFlushResponse(in); err != nil || got != resp {
+		t.Errorf("unmarshal with unknown fields = %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{
+		{},                             // op_context is required
+		{0x09, 1, 2, 3},                // cut short
+		{0x08, 0x01},                   // field 1 as a varint
+		{0x2a, 5, 'h'},                 // length beyond the end
+		{0x80},                         // key cut short
+		append([]byte{0x0f}, 0, 0, 0),  // wire type 7
+		{0x09, 0, 0, 0, 0, 0, 0, 0, 0}, // a request without length and op_context
+	} {
+		if _, err := rpxUnmarshalFlushRequest(bad); err == nil {
+			t.Errorf("unmarshal request % x succeeded", bad)
+		}
+	}
+	if _, err := rpxUnmarshalFlushResponse([]byte{0x08, 0x01}); err == nil {
+		t.Error("a varint op_context was accepted")
+	}
+}
+
+func TestRPMAExampleFormats(t *testing.T) {
+	d := rpxCommonData{dataOffset: 0x0102, mrDescSize: 21, pcfgDescSize: 1}
+	copy(d.descriptors[:], bytes.Repeat([]byte{0xAA}, 21))
+	d.descriptors[21] = 1
+	b := d.bytes()
+	if len(b) != 28 || binary.NativeEndian.Uint16(b) != 0x0102 || b[2] != 21 || b[3] != 1 || b[25] != 1 {
+		t.Errorf("common_data = % x", b)
+	}
+	// What the peer gets: padded by the kernel.
+	got, ok := rpxCommonDataOf(append(b, make([]byte, 196-28)...))
+	if !ok || got != d || len(got.mrDesc()) != 21 || !bytes.Equal(got.pcfgDesc(), []byte{1}) {
+		t.Errorf("common_data back = %+v, %v", got, ok)
+	}
+	if _, ok := rpxCommonDataOf(b[:27]); ok {
+		t.Error("27 bytes of private data taken for common_data")
+	}
+	big := rpxCommonData{mrDescSize: 30, pcfgDescSize: 9}
+	if len(big.mrDesc()) != 24 || len(big.pcfgDesc()) != 0 {
+		t.Error("descriptor sizes beyond the array are not cut")
+	}
+
+	h := make([]byte, rpxHelloTSize)
+	rpxWriteHello(h, 0)
+	if binary.NativeEndian.Uint32(h) != 0 || rpxHelloText(h) != "Hello world!" {
+		t.Errorf("hello = % x", h[:20])
+	}
+	var out bytes.Buffer
+	e := &rpxEnv{stdout: &out}
+	e.translate(h)
+	e.translate(h)
+	e.translate(h)
+	if binary.NativeEndian.Uint32(h) != 1 || rpxHelloText(h) != "¡Hola Mundo!" || out.String() != strings.Repeat("translating...\n", 3) {
+		t.Errorf("translated hello = % x, %q", h[:20], out.String())
+	}
+
+	for s, want := range map[string]uint64{"42": 42, " +7x": 7, "abc": 0, "-1": ^uint64(0), "18446744073709551615": ^uint64(0)} {
+		if got, ok := rpxStrtoul(s); !ok || got != want {
+			t.Errorf("strtoul(%q) = %d, %v; want %d", s, got, ok, want)
+		}
+	}
+	if _, ok := rpxStrtoul("18446744073709551616"); ok {
+		t.Error("strtoul overflow not detected")
+	}
+	if rpxAtoi("4") != 4 || rpxAtoi("x") != 0 {
+		t.Error("atoi")
+	}
+}
+
+// ----------------------------------------------------------- the matrix --
+
+// rpxBed is the test bed: the address of the device, the C peers and the
+// rdma tool that tells when a server listens.
+type rpxBed struct {
+	addr string
+	cbin string
+	rdma string
+}
+
+// rpxCSources are the C peers.
+var rpxCSources = []string{"util", "conn", "hello", "multi", "atomic", "msg", "imm"}
+
+func newRPXBed(t *testing.T, withC bool) *rpxBed {
+	t.Helper()
+	testutil.Device(t)
+	b := &rpxBed{addr: testutil.Addr(t)}
+	if p, err := exec.LookPath("rdma"); err == nil {
+		b.rdma = p
+	} else {
+		t.Logf("no rdma tool (%v): servers get 3 s to listen, clients retry", err)
+	}
+	if !withC {
+		return b
+	}
+	srcs := make([]string, len(rpxCSources))
+	for i, s := range rpxCSources {
+		srcs[i] = "../../rpma/testdata/rpmaex_" + s + ".c"
+	}
+	start := time.Now()
+	b.cbin = testutil.BuildC(t, "rpmaex", srcs...)
+	t.Logf("built the C peers in %v", time.Since(start).Round(time.Millisecond))
+	return b
+}
+
+var rpxNextPort atomic.Int32
+
+// rpxPort returns a port no other run used.
+func rpxPort() int { return 19700 + int(rpxNextPort.Add(1)) }
+
+// rpxProc is one example program running.
+type rpxProc struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr rpxBuffer
+	done           chan struct{}
+	err            error
+}
+
+type rpxBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *rpxBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *rpxBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start runs an example program: impl "go" (this binary as goverbs) or
+// "c" (the C peers).
+func (b *rpxBed) start(t *testing.T, impl, example, role string, port int, args ...string) *rpxProc {
+	t.Helper()
+	p, err := b.tryStart(t, impl, example, role, port, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryStart is start for other goroutines than the test's.
+func (b *rpxBed) tryStart(t *testing.T, impl, example, role string, port int, args ...string) (*rpxProc, error) {
+	argv := append([]string{example, role, b.addr, strconv.Itoa(port)}, args...)
+	var env []string
+	switch impl {
+	case "go":
+		argv = append([]string{os.Args[0], "rpma-example"}, argv...)
+		env = append(os.Environ(), envRunMain+"=1")
+	case "c":
+		argv = append([]string{b.cbin}, argv...)
+	default:
+		return nil, fmt.Errorf("bad impl %q", impl)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	p := &rpxProc{name: impl + " " + role + " " + strings.Join(args, " "), done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start %v: %v", argv, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p, nil
+}
+
+func (p *rpxProc) wait() error {
+	<-p.done
+	return p.err
+}
+
+func (p *rpxProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *rpxProc) String() string {
+	return fmt.Sprintf("%s (pid %d): %v\n--- stdout:\n%s--- stderr:\n%s", p.name, p.cmd.Process.Pid, p.err,
+		p.stdout.String(), p.stderr.String())
+}
+
+func (p *rpxProc) lines() []string {
+	s := strings.TrimSuffix(p.stdout.String(), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// listening reports whether an rdma_cm ID listens on addr:port.
+func (b *rpxBed) listening(port int) (bool, error) {
+	out, err := exec.Command(b.rdma, "-j", "res", "show", "cm_id").Output()
+	if err != nil {
+		return false, err
+	}
+	var ids []map[string]any
+	if err := json.Unmarshal(out, &ids); err != nil {
+		return false, fmt.Errorf("rdma -j res show cm_id: %v: %s", err, out)
+	}
+	want := b.addr + ":" + strconv.Itoa(port)
+	for _, id := range ids {
+		if id["state"] == "LISTEN" && id["src-addr"] == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// waitListening waits until the server listens.
+func (b *rpxBed) waitListening(t *testing.T, srv *rpxProc, port int) {
+	t.Helper()
+	if b.rdma == "" {
+		time.Sleep(3 * time.Second)
+		return
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ok, err := b.listening(port)
+		if err != nil {
+			t.Logf("%v: servers get 3 s to listen", err)
+			b.rdma = ""
+			time.Sleep(3 * time.Second)
+			return
+		}
+		if ok {
+			return
+		}
+		if srv.exited() {
+			t.Fatalf("server ended before listening: %v", srv)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not listening after 2 min: %v", srv)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runClient runs a client to its end, again while it is rejected because
+// the server does not listen yet.
+func (b *rpxBed) runClient(t *testing.T, srv *rpxProc, impl, example string, port int, args ...string) (*rpxProc, error) {
+	for try := 1; ; try++ {
+		c, err := b.tryStart(t, impl, example, "client", port, args...)
+		if err != nil {
+			return nil, err
+		}
+		err = c.wait()
+		if err != nil && try < 20 && strings.Contains(c.stderr.String(), "Connection rejected") && !srv.exited() {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		return c, err
+	}
+}
+
+// rpxCase is one run of an example: the server's arguments, the clients'
+// (run at the same time), and what they must print.
+type rpxCase struct {
+	example string
+	label   string
+	srvArgs []string
+	clients [][]string
+	srvOut  []string   // the server's stdout, in order
+	cliOut  [][]string // each client's stdout, in order
+	// check replaces srvOut and cliOut when they are not fixed.
+	check func(t *testing.T, srv *rpxProc, clis []*rpxProc)
+	// srvErr and cliErr are the Go programs' whole stderr.
+	srvErr, cliErr string
+}
+
+// rpxCell is who plays which part: "go" or "c" for the server, then the
+// clients.
+type rpxCell struct{ srv, cli []string }
+
+func (c rpxCell) String() string { return c.srv[0] + "-server_" + strings.Join(c.cli, "-") + "-client" }
+
+// run runs a case in a cell and checks exit codes and output.
+func (b *rpxBed) run(t *testing.T, c *rpxCase, cell rpxCell) {
+	port := rpxPort()
+	srv := b.start(t, cell.srv[0], c.example, "server", port, c.srvArgs...)
+	b.waitListening(t, srv, port)
+	clis := make([]*rpxProc, len(c.clients))
+	errs := make([]error, len(c.clients))
+	var wg sync.WaitGroup
+	for i, args := range c.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clis[i], errs[i] = b.runClient(t, srv, cell.cli[i], c.example, port, args...)
+		}()
+	}
+	wg.Wait()
+	srvErr := srv.wait()
+	failed := srvErr != nil
+	for _, err := range errs {
+		failed = failed || err != nil
+	}
+	if failed {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "server %v\n", srv)
+		for i, cl := range clis {
+			if cl == nil {
+				fmt.Fprintf(&sb, "client %d: %v\n", i, errs[i])
+				continue
+			}
+			fmt.Fprintf(&sb, "client %v\n", cl)
+		}
+		t.Fatalf("an end failed:\n%s", sb.String())
+	}
+	if c.check != nil {
+		c.check(t, srv, clis)
+	} else {
+		if diff := cmp.Diff(c.srvOut, srv.lines()); diff != "" {
+			t.Errorf("server's stdout (-want +got):\n%s\n%v", diff, srv)
+		}
+		for i, cl := range clis {
+			if diff := cmp.Diff(c.cliOut[i], cl.lines()); diff != "" {
+				t.Errorf("client %d's stdout (-want +got):\n%s\n%v", i, diff, cl)
+			}
+		}
+	}
+	if cell.srv[0] == "go" && srv.stderr.String() != c.srvErr {
+		t.Errorf("server's stderr = %q, want %q", srv.stderr.String(), c.srvErr)
+	}
+	for i, cl := range clis {
+		if cell.cli[i] == "go" && cl.stderr.String() != c.cliErr {
+			t.Errorf("client %d's stderr = %q, want %q", i, cl.stderr.String(), c.cliErr)
+		}
+	}
+}
+
+func rpxPingLines(start, exchanges int, sent, received string) []string {
+	var l []string
+	for v := start; v < start+exchanges; v++ {
+		l = append(l, fmt.Sprintf(sent, v), fmt.Sprintf(received, v+1))
+	}
+	return l
+}
+
+func rpxServerPingLines(start, exchanges int, received, sent string) []string {
+	var l []string
+	for v := start; v < start+exchanges; v++ {
+		l = append(l, fmt.Sprintf(received, v), fmt.Sprintf(sent, v+1))
+	}
+	return l
+}
+
+var (
+	rpxHelloClient = []string{"Next value: Hello world!", "translating...", "Translation: ¡Hola Mundo!"}
+	rpxNewValue    = []string{"New value: Hello world!"}
+)
+
+// rpxCheck06 checks 06: the server met every client, whatever the order.
+func rpxCheck06(names ...string) func(t *testing.T, srv *rpxProc, clis []*rpxProc) {
+	return func(t *testing.T, srv *rpxProc, clis []*rpxProc) {
+		lines := srv.lines()
+		if len(lines) == 0 || lines[0] != "Today I have got in touch with:" {
+			t.Fatalf("server's stdout:\n%v", srv)
+		}
+		var want []string
+		for i, n := range names {
+			want = append(want, "- "+n)
+			if diff := cmp.Diff([]string{"My names is: " + n}, clis[i].lines()); diff != "" {
+				t.Errorf("client %d (-want +got):\n%s", i, diff)
+			}
+		}
+		got := slices.Clone(lines[1:])
+		slices.Sort(got)
+		slices.Sort(want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("server met (-want +got):\n%s\n%v", diff, srv)
+		}
+		if !strings.Contains(srv.stderr.String(), "Server timed out.") {
+			t.Errorf("server's stderr lacks the time-out:\n%v", srv)
+		}
+	}
+}
+
+var rpx13Line = regexp.MustCompile(`^\[server\] value (received|sent): (\d+) from the connection \[qp#(\d+)\]$`)
+
+// rpxCheck13 checks 13: the server took the clients, then played with
+// each on its own QP; each client (starting at starts[i]) saw its own
+// values.
+func rpxCheck13(rounds int, starts ...int) func(t *testing.T, srv *rpxProc, clis []*rpxProc) {
+	return func(t *testing.T, srv *rpxProc, clis []*rpxProc) {
+		lines := srv.lines()
+		var head []string
+		for i := range starts {
+			head = append(head, fmt.Sprintf("The client #%d has been connected.", i+1))
+		}
+		head = append(head, "Server ended listening.")
+		if len(lines) < len(head) || !slices.Equal(lines[:len(head)], head) {
+			t.Fatalf("server's stdout does not start with %q:\n%v", head, srv)
+		}
+		byQP := map[string][]string{}
+		var qps []string
+		for _, l := range lines[len(head):] {
+			m := rpx13Line.FindStringSubmatch(l)
+			if m == nil {
+				t.Fatalf("server's line %q:\n%v", l, srv)
+			}
+			if byQP[m[3]] == nil {
+				qps = append(qps, m[3])
+			}
+			byQP[m[3]] = append(byQP[m[3]], m[1]+" "+m[2])
+		}
+		if len(qps) != len(starts) {
+			t.Fatalf("server played on %d QPs, want %d:\n%v", len(qps), len(starts), srv)
+		}
+		var gotSeqs, wantSeqs []string
+		for _, qp := range qps {
+			gotSeqs = append(gotSeqs, strings.Join(byQP[qp], ", "))
+		}
+		for i, s := range starts {
+			wantSeqs = append(wantSeqs, strings.Join(rpxServerPingLines(s, rounds, "received %d", "sent %d"), ", "))
+			pid := clis[i].cmd.Process.Pid
+			want := rpxPingLines(s, rounds, fmt.Sprintf("[client #%d] value sent: %%d", pid),
+				fmt.Sprintf("[client #%d] value received: %%d", pid))
+			if diff := cmp.Diff(want, clis[i].lines()); diff != "" {
+				t.Errorf("client %d (-want +got):\n%s", i, diff)
+			}
+		}
+		slices.Sort(gotSeqs)
+		slices.Sort(wantSeqs)
+		if diff := cmp.Diff(wantSeqs, gotSeqs); diff != "" {
+			t.Errorf("server's exchanges per QP (-want +got):\n%s\n%v", diff, srv)
+		}
+	}
+}
+
+func rpxCases() []*rpxCase {
+	one := [][]string{nil}
+	ping := func(example, label string, srvArgs []string, sent, received, srvReceived, srvSent string, start, arg, exchanges int) *rpxCase {
+		return &rpxCase{example: example, label: label, srvArgs: srvArgs,
+			clients: [][]string{{strconv.Itoa(start), strconv.Itoa(arg)}},
+			cliOut:  [][]string{rpxPingLines(start, exchanges, sent, received)},
+			srvOut:  rpxServerPingLines(start, exchanges, srvReceived, srvSent)}
+	}
+	noPMem := rpxNoPMem
+	return []*rpxCase{
+		{example: "01-connection", clients: one,
+			srvOut: []string{"Received a message: Hello server!"},
+			cliOut: [][]string{{"Received a message: Hello client!"}}},
+		{example: "02-read-to-volatile", clients: one,
+			cliOut: [][]string{{"Read a message: Hello client!"}}},
+		{example: "03-read-to-persistent", clients: one, srvOut: rpxNewValue,
+			cliOut: [][]string{rpxHelloClient}, srvErr: noPMem, cliErr: noPMem},
+		{example: "04-write-to-persistent", clients: one, srvOut: rpxNewValue,
+			cliOut: [][]string{rpxHelloClient}, srvErr: noPMem, cliErr: noPMem},
+		{example: "05-flush-to-persistent", clients: one, srvOut: rpxNewValue,
+			cliOut: [][]string{{"Next value: Hello world!",
+				"RPMA_FLUSH_TYPE_PERSISTENT is NOT supported, RPMA_FLUSH_TYPE_VISIBILITY is used instead",
+				"translating...", "Translation: ¡Hola Mundo!"}},
+			srvErr: noPMem, cliErr: noPMem},
+		{example: "06-multiple-connections", clients: [][]string{{"1"}, {"2"}, {"3"}},
+			check: rpxCheck06("Andy", "Kacper", "Oksana"), srvErr: "Server timed out.\n"},
+		{example: "06scch-multiple-connections", clients: [][]string{{"3"}, {"1"}, {"2"}},
+			check: rpxCheck06("Oksana", "Andy", "Kacper"), srvErr: "Server timed out.\n"},
+		{example: "07-atomic-write", clients: [][]string{{"alpha", "beta", "gamma"}},
+			srvOut: []string{"alpha", "beta", "gamma"}, cliOut: [][]string{{"used value: 16"}}, srvErr: noPMem},
+		ping("08-messages-ping-pong", "", nil, "Value sent: %d", "Value received: %d",
+			"Value received: %d", "Value sent: %d", 7, 4, 3),
+		ping("08srq-simple-messages-ping-pong-with-srq", "srq-rcq", nil, "Value sent: %d", "Value received: %d",
+			"Value received: %d", "Value sent: %d", 7, 3, 3),
+		ping("08srq-simple-messages-ping-pong-with-srq", "main-cq", []string{"m"}, "Value sent: %d", "Value received: %d",
+			"Value received: %d", "Value sent: %d", 100, 2, 2),
+		ping("08srq-simple-messages-ping-pong-with-srq", "conn-rcq", []string{"r"}, "Value sent: %d", "Value received: %d",
+			"Value received: %d", "Value sent: %d", 41, 2, 2),
+		{example: "09-flush-to-persistent-GPSPM", clients: one,
+			srvOut: []string{"Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+				"At this point, persist function should be called if persistent memory will be in use",
+				"New value: Hello world!"},
+			cliOut: [][]string{rpxHelloClient}, srvErr: noPMem, cliErr: noPMem},
+		{example: "09scch-flush-to-persistent-GPSPM", clients: one,
+			srvOut: []string{"Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+				"At this point, persistent function should be called if persistent memory will be in use",
+				"New value: Hello world!"},
+			cliOut: [][]string{rpxHelloClient}, srvErr: noPMem, cliErr: noPMem},
+		{example: "10-send-with-imm", label: "word", clients: [][]string{{"1234", "hello"}},
+			srvOut: []string{"Received value 'hello' with immediate data '1234'"},
+			cliOut: [][]string{{"Sending value 'hello' with immediate data '1234'"}}},
+		{example: "10-send-with-imm", label: "no-word", clients: [][]string{{"4294967295"}},
+			srvOut: []string{"Received value '' with immediate data '4294967295'"},
+			cliOut: [][]string{{"Sending immediate data '4294967295'"}}},
+		{example: "11-write-with-imm", clients: [][]string{{"4321"}},
+			srvOut: []string{"The value '4321' was written together with immediate data '4321'"},
+			cliOut: [][]string{{"Writing value '4321' with immediate data '4321'"}}},
+		ping("12-receive-completion-queue", "", nil, "CLIENT: Value sent: %d", "CLIENT: Value received: %d",
+			"SERVER: Value received: %d", "SERVER: Value sent: %d", 5, 4, 3),
+		ping("12scch-receive-completion-queue", "", nil, "CLIENT: Value sent: %d", "CLIENT: Value received: %d",
+			"SERVER: Value received: %d", "SERVER: Value sent: %d", 5, 4, 3),
+		{example: "13-messages-ping-pong-with-srq", srvArgs: []string{"6"},
+			clients: [][]string{{"10", "3"}, {"20", "3"}}, check: rpxCheck13(3, 10, 20)},
+	}
+}
+
+// rpxCells are the cells of a case with n clients: Go ↔ Go, Go server ↔ C
+// clients, C server ↔ Go clients (and a mixed one for 13).
+func rpxCells(c *rpxCase) []rpxCell {
+	all := func(impl string) []string { return slices.Repeat([]string{impl}, len(c.clients)) }
+	cells := []rpxCell{{[]string{"go"}, all("go")}, {[]string{"go"}, all("c")}, {[]string{"c"}, all("go")}}
+	if len(c.clients) == 2 {
+		cells = append(cells, rpxCell{[]string{"go"}, []string{"c", "go"}})
+	}
+	return cells
+}
+
+// TestRPMAExamples runs every example in every cell.
+func TestRPMAExamples(t *testing.T) {
+	b := newRPXBed(t, true)
+	start := time.Now()
+	defer func() { t.Logf("the examples took %v", time.Since(start).Round(time.Second)) }()
+	var slow []*rpxCase
+	for _, c := range rpxCases() {
+		if c.check != nil && strings.HasPrefix(c.example, "06") {
+			slow = append(slow, c) // 15 s each: run below, at the same time
+			continue
+		}
+		name := c.example
+		if c.label != "" {
+			name += "/" + c.label
+		}
+		t.Run(name, func(t *testing.T) {
+			for _, cell := range rpxCells(c) {
+				t.Run(cell.String(), func(t *testing.T) { b.run(t, c, cell) })
+			}
+		})
+	}
+	// The 06 servers end after 15 s without events; their cells wait
+	// together.
+	t.Run("06", func(t *testing.T) {
+		for _, c := range slow {
+			for _, cell := range rpxCells(c) {
+				t.Run(c.example+"/"+cell.String(), func(t *testing.T) {
+					t.Parallel()
+					b.run(t, c, cell)
+				})
+			}
+		}
+	})
+}
+
+// A client finds no server: it is rejected; 01's client retries until the
+// server comes.
+func TestRPMAExampleRejected(t *testing.T) {
+	b := newRPXBed(t, false)
+	port := rpxPort()
+	c := b.start(t, "go", "08-messages-ping-pong", "client", port, "1", "2")
+	err := c.wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 255 || c.stdout.String() != "" ||
+		c.stderr.String() != "rpma_conn_next_event returned an unexpected event: Connection rejected\n" {
+		t.Errorf("client without a server: %v", c)
+	}
+
+	cli := b.start(t, "go", "01-connection", "client", port)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(cli.stderr.String(), "Retrying...") {
+		if cli.exited() || time.Now().After(deadline) {
+			t.Fatalf("01's client does not retry: %v", cli)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv := b.start(t, "go", "01-connection", "server", port)
+	if err := srv.wait(); err != nil {
+		t.Fatalf("server: %v\nclient: %v", srv, cli)
+	}
+	if err := cli.wait(); err != nil {
+		t.Fatalf("client: %v\nserver: %v", cli, srv)
+	}
+	if srv.stdout.String() != "Received a message: Hello server!\n" || srv.stderr.String() != "" {
+		t.Errorf("server: %v", srv)
+	}
+	if cli.stdout.String() != "Received a message: Hello client!\n" || !regexp.MustCompile(`^(Retrying...\n)+$`).MatchString(cli.stderr.String()) {
+		t.Errorf("client: %v", cli)
+	}
+}
