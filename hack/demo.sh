@@ -59,3 +59,27 @@ pingpong() { # pingpong TITLE SERVER-CMD CLIENT-CMD: one rc ping-pong, both outp
 }
 pingpong "goverbs pingpong -t rc: Go server <-> Go client" "$goverbs pingpong -t rc" "$goverbs pingpong -t rc"
 pingpong "goverbs pingpong -t rc server <-> ibv_rc_pingpong client (rdma-core)" "$goverbs pingpong -t rc" ibv_rc_pingpong
+
+# librpma's 08-messages-ping-pong, both sides goverbs (rpma package).
+rpma_port=19000
+echo
+echo "== goverbs rpma-example 08-messages-ping-pong: Go server <-> Go client (seed 7, 4 rounds)"
+timeout 120 "$goverbs" rpma-example 08-messages-ping-pong server "$addr" "$rpma_port" >"$pp_tmp/rpma-server" 2>&1 &
+rpma_spid=$!
+wait_listen_rdma() { # the rdma_cm listener shows up as a cm_id in LISTEN state
+	for _ in $(seq 200); do
+		rdma res show cm_id 2>/dev/null | grep -q "LISTEN.*$rpma_port" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+wait_listen_rdma || echo "demo: the rpma server does not listen on $rpma_port" >&2
+rpma_crc=0
+timeout 120 "$goverbs" rpma-example 08-messages-ping-pong client "$addr" "$rpma_port" 7 4 >"$pp_tmp/rpma-client" 2>&1 || rpma_crc=$?
+rpma_src=0
+wait "$rpma_spid" || rpma_src=$?
+echo "-- server (exit $rpma_src)"
+cat "$pp_tmp/rpma-server"
+echo "-- client (exit $rpma_crc)"
+cat "$pp_tmp/rpma-client"
+((rpma_src == 0 && rpma_crc == 0))
