@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
@@ -27,11 +28,18 @@ type Endpoint struct {
 	recvCQ *cq.CQ
 	qp     *qp.QP
 
-	sendWC [1]verbs.WorkCompletion
-	recvWC [1]verbs.WorkCompletion
-	sendWR [1]verbs.SendWR
-	recvWR [1]verbs.RecvWR
-	sge    [2]verbs.SGE
+	// Scratch space of the post and get helpers, one set per direction,
+	// so they allocate nothing and are safe for concurrent use.
+	sendMu   sync.Mutex
+	sendWR   [1]verbs.SendWR
+	sendSGE  [1]verbs.SGE
+	recvMu   sync.Mutex
+	recvWR   [1]verbs.RecvWR
+	recvSGE  [1]verbs.SGE
+	sendWCMu sync.Mutex
+	sendWC   [1]verbs.WorkCompletion
+	recvWCMu sync.Mutex
+	recvWC   [1]verbs.WorkCompletion
 }
 
 // NewEndpoint creates the ID's PD (when pd is nil), its send and receive
@@ -118,19 +126,23 @@ func (e *Endpoint) PostRecv(wrID uint64, buf []byte, m *mr.MR) error {
 	if err != nil {
 		return err
 	}
-	e.sge[1] = sge
-	e.recvWR[0] = verbs.RecvWR{WRID: wrID, SGList: e.sge[1:2]}
+	e.recvMu.Lock()
+	defer e.recvMu.Unlock()
+	e.recvSGE[0] = sge
+	e.recvWR[0] = verbs.RecvWR{WRID: wrID, SGList: e.recvSGE[:]}
 	return e.qp.PostRecv(e.recvWR[:])
 }
 
 func (e *Endpoint) post(wr verbs.SendWR, buf []byte, m *mr.MR) error {
+	e.sendMu.Lock()
+	defer e.sendMu.Unlock()
 	if m != nil || len(buf) > 0 {
 		sge, err := sgeFor(buf, m)
 		if err != nil {
 			return err
 		}
-		e.sge[0] = sge
-		wr.SGList = e.sge[:1]
+		e.sendSGE[0] = sge
+		wr.SGList = e.sendSGE[:]
 	}
 	e.sendWR[0] = wr
 	return e.qp.PostSend(e.sendWR[:])
@@ -164,7 +176,9 @@ func (e *Endpoint) PostWrite(wrID uint64, buf []byte, m *mr.MR, flags verbs.Send
 // poll again (a completion may have slipped in before arming), then wait
 // on the channel, and repeat. Arm-then-repoll is what makes a wake-up
 // impossible to lose.
-func getComp(ctx context.Context, c *cq.CQ, wc *[1]verbs.WorkCompletion) (verbs.WorkCompletion, error) {
+func getComp(ctx context.Context, c *cq.CQ, mu *sync.Mutex, wc *[1]verbs.WorkCompletion) (verbs.WorkCompletion, error) {
+	mu.Lock()
+	defer mu.Unlock()
 	for {
 		n, err := c.Poll(wc[:])
 		if err != nil {
@@ -183,13 +197,13 @@ func getComp(ctx context.Context, c *cq.CQ, wc *[1]verbs.WorkCompletion) (verbs.
 // arrives or ctx ends (rdma_get_recv_comp). A completion with an error
 // status is returned as is, with a nil error.
 func (e *Endpoint) GetRecvComp(ctx context.Context) (verbs.WorkCompletion, error) {
-	return getComp(ctx, e.recvCQ, &e.recvWC)
+	return getComp(ctx, e.recvCQ, &e.recvWCMu, &e.recvWC)
 }
 
 // GetSendComp returns the next send-side completion, blocking until one
 // arrives or ctx ends (rdma_get_send_comp).
 func (e *Endpoint) GetSendComp(ctx context.Context) (verbs.WorkCompletion, error) {
-	return getComp(ctx, e.sendCQ, &e.sendWC)
+	return getComp(ctx, e.sendCQ, &e.sendWCMu, &e.sendWC)
 }
 
 // Close destroys the QP, the CQs, the channels and, if the endpoint
