@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -172,32 +171,6 @@ func TestCMTestArgs(t *testing.T) {
 
 // cmProc is one end of a CM tool run, as a process: the C tool or this
 // test binary as goverbs.
-type cmProc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr cmBuffer
-	done           chan struct{}
-	err            error
-}
-
-// cmBuffer is a bytes.Buffer that may be read while the process writes.
-type cmBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *cmBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *cmBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // cmStart runs tool (rping, udaddy, ucmatose) with args: impl "go" is this
 // binary as goverbs, "c" rdma-core's program. It is killed when the test
 // ends, or after a generous guard time (a hang, not a timing check).
@@ -213,54 +186,11 @@ func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	default:
 		t.Fatalf("bad impl %q", impl)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	p := &cmProc{name: impl + " " + tool + " " + strings.Join(args, " "), done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %v: %v", argv, err)
+	p, err := startProc(t, impl+" "+tool+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		cancel()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
 	return p
-}
-
-func (p *cmProc) wait() error {
-	<-p.done
-	return p.err
-}
-
-func (p *cmProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *cmProc) status() int {
-	if p.cmd.ProcessState == nil {
-		return -1
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-func (p *cmProc) String() string {
-	return fmt.Sprintf("%s: %v\nstdout:\n%s\nstderr:\n%s", p.name, p.err, p.stdout.String(), p.stderr.String())
 }
 
 // cmLines splits output into lines ("" has none).

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"math"
 	"net"
@@ -161,13 +160,6 @@ func ppPort() int {
 }
 
 // ppProc is one end of a ping-pong running as a process.
-type ppProc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
-	done           chan struct{}
-	err            error
-}
 
 // start runs one end: impl "go" (this binary as goverbs) or "c" (the
 // rdma-core tool), pinned to cpu.
@@ -187,65 +179,11 @@ func (b *ppBed) start(t *testing.T, impl, typ string, cpu int, args ...string) *
 	if b.taskset != "" && cpu >= 0 {
 		argv = append([]string{b.taskset, "-c", strconv.Itoa(cpu)}, argv...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	p := &ppProc{name: impl + " " + strings.Join(args, " "), done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %v: %v", argv, err)
+	p, err := startProc(t, impl+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		cancel()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
 	return p
-}
-
-// syncBuffer is a bytes.Buffer that may be read while the process writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (p *ppProc) wait() error {
-	<-p.done
-	return p.err
-}
-
-func (p *ppProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *ppProc) String() string {
-	return fmt.Sprintf("%s: %v\nstdout:\n%s\nstderr:\n%s", p.name, p.err, p.stdout.String(), p.stderr.String())
 }
 
 // listening reports whether a TCP socket listens on port, from

@@ -10,7 +10,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -233,30 +232,6 @@ var rpxNextPort atomic.Int32
 func rpxPort() int { return 19700 + int(rpxNextPort.Add(1)) }
 
 // rpxProc is one example program running.
-type rpxProc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr rpxBuffer
-	done           chan struct{}
-	err            error
-}
-
-type rpxBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *rpxBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *rpxBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // start runs an example program: impl "go" (this binary as goverbs) or
 // "c" (the C peers).
@@ -282,56 +257,7 @@ func (b *rpxBed) tryStart(t *testing.T, impl, example, role string, port int, ar
 	default:
 		return nil, fmt.Errorf("bad impl %q", impl)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	p := &rpxProc{name: impl + " " + role + " " + strings.Join(args, " "), done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		return nil, fmt.Errorf("start %v: %v", argv, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		cancel()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p, nil
-}
-
-func (p *rpxProc) wait() error {
-	<-p.done
-	return p.err
-}
-
-func (p *rpxProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *rpxProc) String() string {
-	return fmt.Sprintf("%s (pid %d): %v\n--- stdout:\n%s--- stderr:\n%s", p.name, p.cmd.Process.Pid, p.err,
-		p.stdout.String(), p.stderr.String())
-}
-
-func (p *rpxProc) lines() []string {
-	s := strings.TrimSuffix(p.stdout.String(), "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
+	return startProc(t, impl+" "+role+" "+strings.Join(args, " "), argv, env, 4*time.Minute)
 }
 
 // listening reports whether an rdma_cm ID listens on addr:port.
