@@ -438,3 +438,26 @@ func TestServerDisconnects(t *testing.T) {
 		t.Fatalf("after disconnect: %+v", wc)
 	}
 }
+
+func TestIDOptions(t *testing.T) {
+	ch := channel(t)
+	id, err := ch.CreateID(cm.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := id.SetReuseAddr(true); err != nil {
+		t.Errorf("reuse address: %v", err)
+	}
+	if err := id.SetTOS(0x10); err != nil {
+		t.Errorf("type of service: %v", err)
+	}
+	if err := id.SetOption(cm.OptionACKTimeout, []byte{14}); err != nil {
+		t.Errorf("ACK timeout: %v", err)
+	}
+	if err := id.SetOption(cm.OptionTOS, nil); err == nil {
+		t.Error("an empty option value was accepted")
+	}
+	if err := id.SetOption(99, []byte{1}); err == nil {
+		t.Error("option 99 was accepted")
+	}
+}
