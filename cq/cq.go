@@ -179,6 +179,16 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 	return n, nil
 }
 
+// Queued returns how many completions are waiting to be polled.
+func (c *CQ) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0
+	}
+	return int(c.ring.Available())
+}
+
 // Pending reports whether completions are waiting to be polled.
 func (c *CQ) Pending() bool {
 	c.mu.Lock()

@@ -59,10 +59,7 @@ func TestResizeKeepsCompletions(t *testing.T) {
 		write(t, p, uint64(i), true)
 	}
 	// Let them all arrive, then grow the CQ under them.
-	for p.A.SendCQ.Pending() == false {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	waitQueued(t, p.A.SendCQ, 5)
 	if err := p.A.SendCQ.Resize(100); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +78,7 @@ func TestResizeKeepsCompletions(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		write(t, p, uint64(i), true)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitQueued(t, p.A.SendCQ, 4)
 	if err := p.A.SendCQ.Resize(1); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("shrinking under 4 queued completions: %v", err)
 	}
@@ -126,9 +123,21 @@ func TestWaitOnChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Completions(t, c, 1)
-	if c.Events() < 1 {
-		t.Errorf("events counted: %d", c.Events())
+	// Armed before the completion, the CQ queues an event: reading it
+	// counts (acknowledges) it. (Wait above may have returned through its
+	// re-check without reading one.)
+	before := c.Events()
+	if err := c.ReqNotify(false); err != nil {
+		t.Fatal(err)
 	}
+	write(t, p, 3, true)
+	if got, err := cq.WaitChannel(timeout(t), c.Channel()); err != nil || got != c {
+		t.Fatalf("WaitChannel: %v", err)
+	}
+	if c.Events() != before+1 {
+		t.Errorf("events counted: %d, want %d", c.Events(), before+1)
+	}
+	testutil.Completions(t, c, 1)
 	// A completion that arrived before Wait armed the CQ is not lost.
 	write(t, p, 2, true)
 	time.Sleep(50 * time.Millisecond)
@@ -366,4 +375,17 @@ func timeout(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitQueued waits until c holds n completions (guarding against a hang
+// only).
+func waitQueued(t *testing.T, c *cq.CQ, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for c.Queued() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d completions queued", c.Queued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
