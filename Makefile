@@ -64,9 +64,10 @@ build:
 demo: deps build
 	hack/vm/run.sh -- hack/demo.sh $(GOVERBS)
 
-## bench: Go benchmarks in the VM
+## bench: Go benchmarks in the VM, then Go vs rdma-core ping-pong, side by side in one boot
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -exec $(VMEXEC) $(PKGS)
+	GOVERBS_PINGPONG_BENCH=1 $(GO) test -count=1 -v -run TestPingpongBench -exec $(VMEXEC) ./cmd/goverbs
 
 ## fuzz: a short run of every fuzz target
 fuzz:
