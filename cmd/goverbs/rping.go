@@ -817,22 +817,10 @@ func (c *rpingConn) runClient() int {
 	c.setState(rpingRouteResolved)
 	c.debugf("rdma_resolve_addr - rdma_resolve_route successful\n")
 
-	if err := c.setupQP(); err != nil {
-		c.errw.printf("setup_qp failed: %d\n", -1)
-		c.freeQP()
+	if !c.prepare() {
 		return -1
 	}
-	defer c.freeQP()
-	if err := c.setupBuffers(); err != nil {
-		c.errw.printf("rping_setup_buffers failed: %d\n", -1)
-		c.freeBuffers()
-		return -1
-	}
-	defer c.freeBuffers()
-	if err := c.postRecv(); err != nil {
-		c.errw.printf("ibv_post_recv failed: %d\n", -1)
-		return -1
-	}
+	defer c.release()
 	c.startCQ()
 
 	// rping_connect_client
@@ -923,27 +911,44 @@ func (c *rpingConn) accept(req cm.Event) int {
 	return 0
 }
 
+// prepare sets up the QP and the buffers and posts the first receive, as
+// both sides of rping do before connecting, printing the C tool's message
+// for the step that fails; on failure nothing is left to release.
+func (c *rpingConn) prepare() bool {
+	if err := c.setupQP(); err != nil {
+		c.errw.printf("setup_qp failed: %d\n", -1)
+		c.freeQP()
+		return false
+	}
+	if err := c.setupBuffers(); err != nil {
+		c.errw.printf("rping_setup_buffers failed: %d\n", -1)
+		c.freeBuffers()
+		c.freeQP()
+		return false
+	}
+	if err := c.postRecv(); err != nil {
+		c.errw.printf("ibv_post_recv failed: %d\n", -1)
+		c.release()
+		return false
+	}
+	return true
+}
+
+// release frees what prepare set up.
+func (c *rpingConn) release() {
+	c.freeBuffers()
+	c.freeQP()
+}
+
 // serve runs a server's connection from its request to the end (the body
 // of rping_run_server and of rping_persistent_server_thread). In
 // persistent mode the test's result is not reported, as in the C tool.
 func (c *rpingConn) serve(req cm.Event, persistent bool) int {
 	defer c.id.Close()
-	if err := c.setupQP(); err != nil {
-		c.errw.printf("setup_qp failed: %d\n", -1)
-		c.freeQP()
+	if !c.prepare() {
 		return -1
 	}
-	defer c.freeQP()
-	if err := c.setupBuffers(); err != nil {
-		c.errw.printf("rping_setup_buffers failed: %d\n", -1)
-		c.freeBuffers()
-		return -1
-	}
-	defer c.freeBuffers()
-	if err := c.postRecv(); err != nil {
-		c.errw.printf("ibv_post_recv failed: %d\n", -1)
-		return -1
-	}
+	defer c.release()
 	c.startCQ()
 	if ret := c.accept(req); ret != 0 {
 		c.errw.printf("connect error %d\n", ret)
