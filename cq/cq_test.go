@@ -108,13 +108,32 @@ func TestPollIsFIFOAndPartial(t *testing.T) {
 func TestWaitOnChannel(t *testing.T) {
 	p := testutil.NewPair(t, testutil.PairOptions{Channel: true})
 	c := p.A.SendCQ
+	// Armed before the completion, the CQ queues exactly one event:
+	// reading it counts (acknowledges) it. This runs first, while no
+	// earlier Wait can have left an unread event on the channel.
+	if c.Events() != 0 {
+		t.Fatalf("new CQ has counted %d events", c.Events())
+	}
+	if err := c.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	write(t, p, 3, true)
+	if got, err := cq.WaitChannel(timeout(t), c.Channel()); err != nil || got != c {
+		t.Fatalf("WaitChannel: %v", err)
+	}
+	if c.Events() != 1 {
+		t.Errorf("events counted: %d, want 1", c.Events())
+	}
+	testutil.Completions(t, c, 1)
 	// Nothing queued: the wait times out with the context's error.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := c.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait on an idle CQ: %v", err)
 	}
-	// A completion arriving while we wait wakes us.
+	// A completion arriving while we wait wakes us. (Whether Wait is
+	// already blocked when it arrives or sees it in its re-check after
+	// arming, it must return.)
 	done := make(chan error, 1)
 	go func() { done <- c.Wait(context.Background()) }()
 	time.Sleep(20 * time.Millisecond)
@@ -123,24 +142,9 @@ func TestWaitOnChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Completions(t, c, 1)
-	// Armed before the completion, the CQ queues an event: reading it
-	// counts (acknowledges) it. (Wait above may have returned through its
-	// re-check without reading one.)
-	before := c.Events()
-	if err := c.ReqNotify(false); err != nil {
-		t.Fatal(err)
-	}
-	write(t, p, 3, true)
-	if got, err := cq.WaitChannel(timeout(t), c.Channel()); err != nil || got != c {
-		t.Fatalf("WaitChannel: %v", err)
-	}
-	if c.Events() != before+1 {
-		t.Errorf("events counted: %d, want %d", c.Events(), before+1)
-	}
-	testutil.Completions(t, c, 1)
 	// A completion that arrived before Wait armed the CQ is not lost.
 	write(t, p, 2, true)
-	time.Sleep(50 * time.Millisecond)
+	waitQueued(t, c, 1)
 	if err := c.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
