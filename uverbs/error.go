@@ -24,6 +24,15 @@ func (e *OpError) Unwrap() error { return e.Err }
 // descriptor or object.
 var ErrClosed = errors.New("use of closed uverbs object")
 
+// ErrForeignCredentials wraps the EACCES the kernel answers a write(2)
+// command (the POST_SEND doorbell among them) with when the calling OS
+// thread's credentials are not those the device file was opened with:
+// uverbs refuses writes from a thread that changed its credentials
+// (setuid, setgroups, capset) since, as it cannot trust such a thread.
+// Change credentials only on threads that never post, or for the whole
+// process before opening devices.
+var ErrForeignCredentials = errors.New("the calling thread's credentials differ from the opener's")
+
 // ErrMissingOutput is returned by Ioctl.Do when the kernel accepted a
 // request but did not mark a mandatory output attribute as written
 // (UVERBS_ATTR_F_VALID_OUTPUT), so its buffer must not be trusted.

@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -45,6 +46,9 @@ func Write[T any](fd *FD, op string, command uint32, req *T, resp unsafe.Pointer
 		return err
 	})
 	runtime.KeepAlive(resp)
+	if err == unix.EACCES {
+		err = fmt.Errorf("%w: %w", ErrForeignCredentials, err)
+	}
 	return wrap(op, err)
 }
 
@@ -100,6 +104,9 @@ func (d *Doorbell) Ring(fd *FD) error {
 		return nil
 	})
 	if err != nil {
+		if err == unix.EACCES {
+			err = fmt.Errorf("%w: %w", ErrForeignCredentials, err)
+		}
 		return &OpError{Op: "POST_SEND", Err: err}
 	}
 	return nil
