@@ -97,6 +97,7 @@ type MR struct {
 	lkey   uint32
 	rkey   uint32
 	iova   uint64
+	access Access
 	mem    []byte  // keeps caller memory reachable while registered
 	owned  *Buffer // memory New allocated, freed by Close
 	track  uint64
@@ -158,7 +159,7 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	if err := ctx.Do(&r); err != nil {
 		return nil, explain(err, len(mem))
 	}
-	m := &MR{pd: pd, handle: resp.Handle, lkey: resp.Lkey, rkey: resp.Rkey, iova: iova, mem: mem}
+	m := &MR{pd: pd, handle: resp.Handle, lkey: resp.Lkey, rkey: resp.Rkey, iova: iova, access: access, mem: mem}
 	t, err := ctx.Track(verbs.KindMR, m)
 	if err != nil {
 		m.dereg()
@@ -199,6 +200,9 @@ func (m *MR) RKey() uint32 { return m.rkey }
 
 // IOVA is the address of the first byte as the device sees it.
 func (m *MR) IOVA() uint64 { return m.iova }
+
+// Access is the set of operations the region was registered for.
+func (m *MR) Access() Access { return m.access }
 
 // Len is the length of the region.
 func (m *MR) Len() int { return len(m.mem) }

@@ -36,8 +36,11 @@ func FuzzSendWR(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if wr.Opcode > verbs.WRSendWithInv || wr.Opcode == verbs.WRLocalInv || wr.Opcode == verbs.WRBindMW {
+		if wr.Opcode > verbs.WRSendWithInv {
 			t.Fatalf("opcode %d passed validation", wr.Opcode)
+		}
+		if (wr.Opcode == verbs.WRLocalInv || wr.Opcode == verbs.WRBindMW) && (len(wr.SGList) != 0 || wr.InlineData != nil || q.typ == UD) {
+			t.Fatalf("%v with data or on UD passed validation", wr.Opcode)
 		}
 		elem := rxe.SendWQESize(uint32(maxSGE), uint32(maxInline))
 		const guard = 256

@@ -15,6 +15,7 @@ import (
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/srq"
+	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -84,7 +85,8 @@ func TestPostValidation(t *testing.T) {
 		{"inline too large", verbs.SendWR{Opcode: verbs.WRSend, InlineData: make([]byte, caps.MaxInlineData+1)}, verbs.ErrInlineTooLarge},
 		{"unaligned atomic", verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, SGList: []verbs.SGE{sge}, RemoteAddr: p.B.MR.IOVA() + 4}, verbs.ErrBadAtomic},
 		{"atomic of 16 bytes", verbs.SendWR{Opcode: verbs.WRAtomicCmpAndSwp, SGList: []verbs.SGE{testutil.SGE(p.A.MR, 0, 16)}}, verbs.ErrBadAtomic},
-		{"memory window bind", verbs.SendWR{Opcode: verbs.WRBindMW}, verbs.ErrBadOpcode},
+		{"memory window bind with data", verbs.SendWR{Opcode: verbs.WRBindMW, SGList: []verbs.SGE{sge}}, verbs.ErrBadOpcode},
+		{"local invalidate with inline data", verbs.SendWR{Opcode: verbs.WRLocalInv, InlineData: []byte("x")}, verbs.ErrBadOpcode},
 		{"RDMA FLUSH (kernel 6.2+)", verbs.SendWR{Opcode: 14}, verbs.ErrBadOpcode},
 		{"ATOMIC WRITE (kernel 6.2+)", verbs.SendWR{Opcode: 15}, verbs.ErrBadOpcode},
 		{"garbage opcode", verbs.SendWR{Opcode: 0xdead}, verbs.ErrBadOpcode},
@@ -408,4 +410,39 @@ func BenchmarkWriteRoundTrip(b *testing.B) {
 			}
 		}
 	}
+}
+
+// uverbs refuses write(2) commands, the doorbell among them, from a thread
+// whose credentials changed since the device was opened; the error says
+// so. Other threads keep posting.
+func TestPostFromThreadWithOtherCredentials(t *testing.T) {
+	p := testutil.NewPair(t, testutil.PairOptions{})
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, InlineData: []byte("x"), Flags: verbs.SendSignaled,
+		RemoteAddr: p.B.MR.IOVA(), RKey: p.B.MR.RKey()}}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		// Setting the same capabilities still gives the thread new
+		// credentials.
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		errc <- p.A.QP.PostSend(wr)
+	}()
+	if err := <-errc; !errors.Is(err, uverbs.ErrForeignCredentials) || !errors.Is(err, unix.EACCES) {
+		t.Fatalf("post from a thread with new credentials: %v", err)
+	}
+	// The work request is in the queue (only the doorbell failed): the
+	// next doorbell from a good thread sends both.
+	if err := p.A.QP.PostSend(wr); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Completions(t, p.A.SendCQ, 2)
 }

@@ -16,7 +16,12 @@ type (
 // for the list. It allocates nothing. On failure the returned
 // *verbs.PostError names the first work request not posted; those before
 // it were posted (and the doorbell rung for them). A full send queue is
-// verbs.ErrQueueFull, never an overwrite.
+// verbs.ErrQueueFull, never an overwrite. (The one exception to "nothing":
+// the first BIND_MW of a window through this QP records the window.)
+//
+// If only ringing the doorbell fails (Index 0 with the system call's
+// error, e.g. uverbs.ErrForeignCredentials), the work requests are queued
+// and go out with the next doorbell.
 //
 // The QP must be in RTS (or ERR, where work requests complete flushed).
 // Data in InlineData is copied into the queue; SGList memory must stay
@@ -52,6 +57,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verbs.ErrQueueFull}
 			break
 		}
+		if w := wr.Bind.Window; w != nil && (wr.Opcode == verbs.WRBindMW || wr.Opcode == verbs.WRLocalInv) {
+			q.noteWindow(w, wr.Opcode)
+		}
 		rxe.WriteSend(sq.Elem(p), wr, q.typ == UD, ahNum, q.ssn)
 		q.ssn++
 		p = sq.Next(p)
@@ -65,6 +73,18 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		err = &verbs.PostError{Op: "qp: post send", Index: 0, Err: derr}
 	}
 	return err
+}
+
+// noteWindow remembers a memory window that holds the QP after a posted
+// bind; the caller holds sqMu.
+func (q *QP) noteWindow(w verbs.Window, op verbs.WROpcode) {
+	if !w.Posted(op, q.qpn) {
+		return
+	}
+	if q.windows == nil {
+		q.windows = make(map[verbs.Window]struct{})
+	}
+	q.windows[w] = struct{}{}
 }
 
 // validateSend checks wr against the QP and returns the provider number of
@@ -87,9 +107,18 @@ func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
 		if wr.RemoteAddr%8 != 0 || wr.InlineData != nil || len(wr.SGList) != 1 || wr.SGList[0].Length != 8 {
 			return 0, verbs.ErrBadAtomic
 		}
+	case verbs.WRLocalInv, verbs.WRBindMW:
+		// Local operations: rxe allows LOCAL_INV on RC and BIND_MW on
+		// RC and UC QPs; they carry no data.
+		if q.typ == UD || (q.typ == UC && wr.Opcode == verbs.WRLocalInv) {
+			return 0, verbs.ErrBadOpcode
+		}
+		if wr.InlineData != nil || len(wr.SGList) != 0 {
+			return 0, verbs.ErrBadOpcode
+		}
+		return 0, nil
 	default:
-		// Memory windows and local invalidation have no goverbs API yet;
-		// values past the provider's table must never reach the kernel,
+		// Values past the provider's table must never reach the kernel,
 		// which indexes it unchecked.
 		return 0, verbs.ErrBadOpcode
 	}

@@ -116,6 +116,7 @@ type QP struct {
 	ssn      uint32
 	doorbell *uverbs.Doorbell
 	sqSGE    int
+	windows  map[verbs.Window]struct{} // type 2 windows bound through this QP
 
 	rq *rxe.RecvRing // nil with an SRQ
 
@@ -302,12 +303,17 @@ func (q *QP) destroy() error {
 }
 
 // Close destroys the QP and unmaps its queues. Work requests still queued
-// are dropped without completions.
+// are dropped without completions. Type 2 memory windows bound through the
+// QP (with mr.MW.BindWR) and not invalidated through it are deallocated
+// first: rxe cannot destroy a QP a bound window holds.
 func (q *QP) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil
+	}
+	if err := q.releaseWindows(); err != nil {
+		return fmt.Errorf("qp: destroy: %w", err)
 	}
 	if err := q.destroy(); err != nil {
 		return fmt.Errorf("qp: destroy: %w", err)
@@ -325,6 +331,25 @@ func (q *QP) Close() error {
 	if q.rq != nil {
 		if rq := q.rq.Close(); rq != nil {
 			errs = append(errs, uverbs.Munmap(rq.Mem()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseWindows deallocates the type 2 memory windows still bound
+// through the QP (as far as the QP saw: binds and invalidations posted
+// with mr.MW's work requests). rxe holds a QP while such a window is
+// bound; destroying the QP first stalls the kernel for about a minute and
+// ends in a warning.
+func (q *QP) releaseWindows() error {
+	q.sqMu.Lock()
+	ws := q.windows
+	q.windows = nil
+	q.sqMu.Unlock()
+	var errs []error
+	for w := range ws {
+		if qpn, ok := w.HeldQP(); ok && qpn == q.qpn {
+			errs = append(errs, w.Close())
 		}
 	}
 	return errors.Join(errs...)

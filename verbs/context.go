@@ -46,14 +46,15 @@ type tracked struct {
 // destroyed first.
 type ObjectKind int
 
-// Object kinds in teardown order.
+// Object kinds in teardown order. Memory windows go first: a bound type 2
+// window holds a reference to the QP it was bound through.
 const (
-	KindQP ObjectKind = iota
+	KindMW ObjectKind = iota
+	KindQP
 	KindSRQ
 	KindCQ
 	KindCompChannel
 	KindAH
-	KindMW
 	KindMR
 	KindPD
 )

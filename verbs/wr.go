@@ -1,6 +1,9 @@
 package verbs
 
-import "strconv"
+import (
+	"io"
+	"strconv"
+)
 
 // SGE is a scatter/gather element: Length bytes at Addr, in the IOVA space
 // of the memory region whose local key is LKey. Its layout is struct
@@ -79,7 +82,9 @@ type SendWR struct {
 	// Imm is the immediate data of *_WITH_IMM opcodes, in host byte order:
 	// it travels in network byte order and arrives as WorkCompletion.Imm().
 	Imm uint32
-	// InvalidateRKey is the rkey SEND_WITH_INV invalidates at the peer.
+	// InvalidateRKey is the rkey SEND_WITH_INV invalidates at the peer,
+	// or the one LOCAL_INV invalidates here: the rkey of a bound type 2
+	// memory window (rxe cannot invalidate user-registered MRs).
 	InvalidateRKey uint32
 	// RemoteAddr and RKey name the peer's memory for RDMA and atomics.
 	RemoteAddr uint64
@@ -92,7 +97,50 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// Bind describes the window and range of a BIND_MW work request.
+	Bind MWBind
 }
+
+// MWBind is the operand of a BIND_MW work request: it binds the memory
+// window whose rkey is MWRKey to Length bytes at Addr (in the IOVA space)
+// of the memory region whose lkey is MRLKey, with the remote access
+// flags Access (IB_UVERBS_ACCESS_*). After the bind completes, the window
+// answers to NewRKey: the same 24-bit index as MWRKey with the 8-bit key
+// of the caller's choice, usually IncRKey(MWRKey). The region must have
+// been registered with MW_BIND access, and with LOCAL_WRITE if the window
+// grants remote write or atomic access.
+//
+// mr.MW.BindWR fills one in for a window.
+type MWBind struct {
+	MWRKey  uint32
+	NewRKey uint32
+	MRLKey  uint32
+	Access  uint32
+	Addr    uint64
+	Length  uint64
+	// Window, when set, is told which QP the bind (or, on a LOCAL_INV
+	// work request, the invalidation) was posted on, so closing that QP
+	// can release the window first. mr.MW's work requests set it.
+	Window Window
+}
+
+// Window is the part of a memory window (mr.MW) a QP needs: rxe keeps a
+// QP alive while a type 2 window is bound through it, so a QP releases
+// such windows before it is destroyed.
+type Window interface {
+	io.Closer
+	// Posted records that a bind (WRBindMW) or an invalidation
+	// (WRLocalInv) of the window was posted on the QP numbered qpn, and
+	// reports whether the window now holds that QP.
+	Posted(op WROpcode, qpn uint32) bool
+	// HeldQP returns the number of the QP the window holds, if any.
+	HeldQP() (qpn uint32, ok bool)
+}
+
+// IncRKey returns rkey with its low 8 bits, the key part the consumer
+// chooses, incremented: what ibv_inc_rkey computes for the next bind of a
+// memory window.
+func IncRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 
 // RecvWR is a receive work request: where an incoming SEND lands.
 type RecvWR struct {

@@ -27,6 +27,12 @@ const (
 	offUDRemoteQPN = offWR + 0  // wr.ud.remote_qpn
 	offUDQKey      = offWR + 4  // wr.ud.remote_qkey
 	offUDAHNum     = offWR + 12 // wr.ud.ah_num
+	offMWAddr      = offWR + 0  // wr.mw.addr
+	offMWLength    = offWR + 8  // wr.mw.length
+	offMWMRLKey    = offWR + 16 // wr.mw.mr_lkey
+	offMWRKey      = offWR + 20 // wr.mw.mw_rkey
+	offMWNewRKey   = offWR + 24 // wr.mw.rkey
+	offMWAccess    = offWR + 28 // wr.mw.access
 )
 
 // SendWQESize is the element size the kernel uses for a send queue with
@@ -81,7 +87,7 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 	switch wr.Opcode {
 	case verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm:
 		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm)
-	case verbs.WRSendWithInv:
+	case verbs.WRSendWithInv, verbs.WRLocalInv:
 		binary.NativeEndian.PutUint32(w.Wr.Ex[:], wr.InvalidateRKey)
 	}
 	put64 := func(off uintptr, v uint64) { *(*uint64)(unsafe.Add(elem, off)) = v }
@@ -98,6 +104,13 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 		put64(offSwap, wr.Swap)
 		put32(offAtomicRKey, wr.RKey)
 		w.Iova = wr.RemoteAddr
+	case verbs.WRBindMW:
+		put64(offMWAddr, wr.Bind.Addr)
+		put64(offMWLength, wr.Bind.Length)
+		put32(offMWMRLKey, wr.Bind.MRLKey)
+		put32(offMWRKey, wr.Bind.MWRKey)
+		put32(offMWNewRKey, wr.Bind.NewRKey)
+		put32(offMWAccess, wr.Bind.Access)
 	case verbs.WRSend, verbs.WRSendWithImm, verbs.WRSendWithInv:
 		if ud {
 			put32(offUDRemoteQPN, wr.RemoteQPN)
