@@ -16,6 +16,10 @@
 // is registered. Never register memory on a goroutine stack (stacks move as
 // they grow), and never unmap or madvise(MADV_DONTNEED) a registered range:
 // the device keeps the pages it pinned, and the process would see others.
+//
+// Memory windows (MW) hand a peer a remote key for part of a region and
+// take it back with work requests (BIND_MW, LOCAL_INV) instead of
+// registration system calls.
 package mr
 
 import (
