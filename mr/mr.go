@@ -106,8 +106,7 @@ type MR struct {
 	owned  *Buffer // memory New allocated, freed by Close
 	track  uint64
 
-	mu     sync.Mutex
-	closed bool
+	object
 }
 
 // New allocates size bytes with Alloc and registers them.
@@ -221,30 +220,48 @@ func (m *MR) Handle() uint32 { return m.handle }
 func (m *MR) PD() *verbs.PD { return m.pd }
 
 // Check returns ErrClosed after Close.
-func (m *MR) Check() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return verbs.ErrClosed
-	}
-	return nil
-}
+func (m *MR) Check() error { return m.check() }
 
 // Close deregisters the MR and, for an MR made by New, unmaps its memory.
 func (m *MR) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil
+	if done, err := m.close(m.pd.Context(), m.track, "mr: deregister", m.dereg); done || err != nil {
+		return err
 	}
-	if err := m.dereg(); err != nil {
-		return fmt.Errorf("mr: deregister: %w", err)
-	}
-	m.closed = true
-	m.pd.Context().Untrack(m.track)
 	m.mem = nil
 	if m.owned != nil {
 		return m.owned.Free()
 	}
 	return nil
+}
+
+// object is the closed-state bookkeeping MRs and memory windows share; mu
+// also guards the owner's other mutable fields.
+type object struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+func (o *object) check() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return verbs.ErrClosed
+	}
+	return nil
+}
+
+// close destroys the kernel object once; the caller holds mu. It reports
+// done when the object was already closed, or the destroy's error.
+func (o *object) close(ctx *verbs.Context, track uint64, op string, destroy func() error) (done bool, err error) {
+	if o.closed {
+		return true, nil
+	}
+	if err := destroy(); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	o.closed = true
+	ctx.Untrack(track)
+	return false, nil
 }

@@ -3,7 +3,6 @@ package mr
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -54,9 +53,8 @@ type MW struct {
 	handle uint32
 	track  uint64
 
-	mu     sync.Mutex
+	object // mu also guards rkey, held and holds
 	rkey   uint32
-	closed bool
 	held   uint32 // QP number a type 2 bind was last posted on
 	holds  bool
 }
@@ -220,26 +218,12 @@ func (w *MW) InvalidateWR(wrid uint64, flags verbs.SendFlags) verbs.SendWR {
 }
 
 // Check returns ErrClosed after Close.
-func (w *MW) Check() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return verbs.ErrClosed
-	}
-	return nil
-}
+func (w *MW) Check() error { return w.check() }
 
 // Close deallocates the window; its rkey stops working.
 func (w *MW) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return nil
-	}
-	if err := w.dealloc(); err != nil {
-		return fmt.Errorf("mr: dealloc MW: %w", err)
-	}
-	w.closed = true
-	w.pd.Context().Untrack(w.track)
-	return nil
+	_, err := w.close(w.pd.Context(), w.track, "mr: dealloc MW", w.dealloc)
+	return err
 }

@@ -51,15 +51,41 @@ func post(t *testing.T, s *testutil.Side, wr verbs.SendWR) verbs.WorkCompletion 
 	return testutil.Completions(t, s.SendCQ, 1)[0]
 }
 
+// mustPost posts wr on side s and fails unless it completes successfully.
+func mustPost(t *testing.T, s *testutil.Side, wr verbs.SendWR, what string) {
+	t.Helper()
+	if wc := post(t, s, wr); wc.Status != verbs.WCSuccess {
+		t.Fatalf("%s: %v", what, wc.Status)
+	}
+}
+
 // bind binds w to [off, off+n) of the target through B's QP.
 func (b *windowBed) bind(t *testing.T, w *mr.MW, off, n int, access mr.Access) {
 	t.Helper()
-	wr, err := w.BindWR(7, b.target, b.target.IOVA()+uint64(off), uint64(n), access, 0)
+	b.bindVia(t, &b.p.B, w, b.target, off, n, access)
+}
+
+// bindVia binds w to [off, off+n) of m through side s's QP.
+func (b *windowBed) bindVia(t *testing.T, s *testutil.Side, w *mr.MW, m *mr.MR, off, n int, access mr.Access) {
+	t.Helper()
+	var addr uint64
+	if m != nil {
+		addr = m.IOVA() + uint64(off)
+	}
+	wr, err := w.BindWR(7, m, addr, uint64(n), access, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wc := post(t, &b.p.B, wr); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCBindMW || wc.WRID != 7 {
+	if wc := post(t, s, wr); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCBindMW || wc.WRID != 7 {
 		t.Fatalf("bind completion: %v %v wrid %d", wc.Status, wc.Opcode, wc.WRID)
+	}
+}
+
+// denied checks that an RDMA write through rkey at off is refused.
+func (b *windowBed) denied(t *testing.T, rkey uint32, off int, what string) {
+	t.Helper()
+	if st := b.write(t, rkey, off, "denied"); st != verbs.WCRemAccessErr {
+		t.Fatalf("write %s: %v, want %v", what, st, verbs.WCRemAccessErr)
 	}
 }
 
@@ -106,10 +132,8 @@ func TestMemoryWindowType2(t *testing.T) {
 		t.Fatalf("write after rebinding: %v", st)
 	}
 	// The old key no longer works: the access error ends the connection.
-	if st := b.write(t, second, 20, "stale"); st != verbs.WCRemAccessErr {
-		t.Fatalf("write through the invalidated rkey: %v, want %v", st, verbs.WCRemAccessErr)
-	}
-	if bytes.Contains(b.target.Bytes(), []byte("stale")) {
+	b.denied(t, second, 20, "through the invalidated rkey")
+	if bytes.Contains(b.target.Bytes(), []byte("denied")) {
 		t.Fatal("a write through a stale rkey landed")
 	}
 }
@@ -122,40 +146,26 @@ func TestMemoryWindowAccessChecks(t *testing.T) {
 		b := newWindowBed(t)
 		w := b.alloc(t, mr.MWType2)
 		b.bind(t, w, 60<<10, 4<<10, mr.RemoteWrite)
-		if st := b.write(t, w.RKey(), 64<<10-4, "overflow"); st != verbs.WCRemAccessErr {
-			t.Fatalf("write past the MR: %v, want %v", st, verbs.WCRemAccessErr)
-		}
+		b.denied(t, w.RKey(), 64<<10-4, "past the MR")
 	})
 	t.Run("read-only window", func(t *testing.T) {
 		b := newWindowBed(t)
 		w := b.alloc(t, mr.MWType2)
 		b.bind(t, w, 0, 4096, mr.RemoteRead)
-		if st := b.write(t, w.RKey(), 0, "nope"); st != verbs.WCRemAccessErr {
-			t.Fatalf("write to a read-only window: %v", st)
-		}
+		b.denied(t, w.RKey(), 0, "to a read-only window")
 	})
 	t.Run("unbound window", func(t *testing.T) {
 		b := newWindowBed(t)
 		w := b.alloc(t, mr.MWType2)
-		if st := b.write(t, w.RKey(), 0, "nope"); st != verbs.WCRemAccessErr {
-			t.Fatalf("write through a window never bound: %v", st)
-		}
+		b.denied(t, w.RKey(), 0, "through a window never bound")
 	})
 	t.Run("window bound through another QP", func(t *testing.T) {
 		// A type 2 window belongs to the QP that bound it: A's peer is
 		// B, so a window bound through A is not B's to grant.
 		b := newWindowBed(t)
 		w := b.alloc(t, mr.MWType2)
-		wr, err := w.BindWR(1, b.target, b.target.IOVA(), 4096, mr.RemoteWrite, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if wc := post(t, &b.p.A, wr); wc.Status != verbs.WCSuccess {
-			t.Fatalf("bind through A: %v", wc.Status)
-		}
-		if st := b.write(t, w.RKey(), 0, "nope"); st != verbs.WCRemAccessErr {
-			t.Fatalf("write through a window bound to another QP: %v", st)
-		}
+		b.bindVia(t, &b.p.A, w, b.target, 0, 4096, mr.RemoteWrite)
+		b.denied(t, w.RKey(), 0, "through a window bound to another QP")
 	})
 }
 
@@ -177,9 +187,7 @@ func TestMemoryWindowSendWithInvalidate(t *testing.T) {
 		t.Fatalf("receive: %v flags %v rkey %#x (want %#x) %q", rc.Status, rc.Flags, rc.InvalidatedRKey(), rkey,
 			b.p.B.MR.Bytes()[:rc.ByteLen])
 	}
-	if st := b.write(t, rkey, 0, "late"); st != verbs.WCRemAccessErr {
-		t.Fatalf("write through the remotely invalidated rkey: %v", st)
-	}
+	b.denied(t, rkey, 0, "through the remotely invalidated rkey")
 }
 
 func TestMemoryWindowType1(t *testing.T) {
@@ -193,16 +201,8 @@ func TestMemoryWindowType1(t *testing.T) {
 		t.Fatalf("target holds %q", got)
 	}
 	// A zero-length bind unbinds a type 1 window.
-	wr, err := w.BindWR(9, nil, 0, 0, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wc := post(t, &b.p.B, wr); wc.Status != verbs.WCSuccess {
-		t.Fatalf("unbind: %v", wc.Status)
-	}
-	if st := b.write(t, w.RKey(), 64, "unbound"); st != verbs.WCRemAccessErr {
-		t.Fatalf("write through an unbound window: %v", st)
-	}
+	b.bindVia(t, &b.p.B, w, nil, 0, 0, 0)
+	b.denied(t, w.RKey(), 64, "through an unbound window")
 }
 
 func TestMemoryWindowErrors(t *testing.T) {
@@ -329,19 +329,11 @@ func TestMemoryWindowQPClose(t *testing.T) {
 	b.bind(t, held, 0, 4096, mr.RemoteWrite)
 	freed := b.alloc(t, mr.MWType2)
 	b.bind(t, freed, 0, 4096, mr.RemoteWrite)
-	if wc := post(t, &b.p.B, freed.InvalidateWR(2, 0)); wc.Status != verbs.WCSuccess {
-		t.Fatalf("invalidate: %v", wc.Status)
-	}
+	mustPost(t, &b.p.B, freed.InvalidateWR(2, 0), "invalidate")
 	one := b.alloc(t, mr.MWType1)
 	b.bind(t, one, 0, 4096, mr.RemoteWrite)
 	elsewhere := b.alloc(t, mr.MWType2)
-	wr, err := elsewhere.BindWR(3, b.target, b.target.IOVA(), 4096, mr.RemoteWrite, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wc := post(t, &b.p.A, wr); wc.Status != verbs.WCSuccess {
-		t.Fatalf("bind through A: %v", wc.Status)
-	}
+	b.bindVia(t, &b.p.A, elsewhere, b.target, 0, 4096, mr.RemoteWrite)
 	if err := b.p.B.QP.Close(); err != nil {
 		t.Fatalf("closing the QP a window is bound through: %v", err)
 	}
