@@ -354,3 +354,13 @@ func TestMemoryWindowQPClose(t *testing.T) {
 		}
 	}
 }
+
+// rxe invalidates only memory windows (and kernel fast-registration MRs):
+// LOCAL_INV of a user MR's key fails.
+func TestLocalInvalidateOfMRFails(t *testing.T) {
+	b := newWindowBed(t)
+	wc := post(t, &b.p.B, verbs.SendWR{Opcode: verbs.WRLocalInv, InvalidateRKey: b.target.RKey()})
+	if wc.Status != verbs.WCLocQPOpErr {
+		t.Fatalf("LOCAL_INV of a registered MR: %v, want %v", wc.Status, verbs.WCLocQPOpErr)
+	}
+}
