@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,11 +36,10 @@ type Channel struct {
 	done   chan struct{}
 	runErr error // why the reader stopped; set before done is closed
 
-	mu      sync.Mutex
-	closed  bool
-	ids     map[uint64]*ID
-	nextUID uint64
-	devs    map[uint32]*verbs.Context // contexts attached with AttachContext
+	mu     sync.Mutex
+	closed bool
+	ids    map[uint64]*ID
+	devs   map[uint32]*verbs.Context // contexts attached with AttachContext
 }
 
 // NewChannel opens an event channel.
@@ -103,6 +103,10 @@ func (ch *Channel) dispatch(r *uverbs.UcmEventResp) {
 	id.deliver(ev)
 }
 
+// nextUID numbers IDs across all channels: an ID keeps its uid when it
+// migrates, so uids must not repeat between channels.
+var nextUID atomic.Uint64
+
 // newID registers an ID the kernel knows as handle.
 func (ch *Channel) newID(handle uint32, ps PortSpace) (*ID, error) {
 	ch.mu.Lock()
@@ -110,8 +114,7 @@ func (ch *Channel) newID(handle uint32, ps PortSpace) (*ID, error) {
 	if ch.closed {
 		return nil, ErrClosed
 	}
-	ch.nextUID++
-	id := &ID{ch: ch, handle: handle, uid: ch.nextUID, ps: ps, notify: make(chan struct{}, 1)}
+	id := &ID{ch: ch, handle: handle, uid: nextUID.Add(1), ps: ps, notify: make(chan struct{}, 1)}
 	ch.ids[id.uid] = id
 	return id, nil
 }
@@ -123,8 +126,7 @@ func (ch *Channel) reserveUID() (uint64, error) {
 	if ch.closed {
 		return 0, ErrClosed
 	}
-	ch.nextUID++
-	return ch.nextUID, nil
+	return nextUID.Add(1), nil
 }
 
 // device returns the verbs Context IDs of this channel use for the device

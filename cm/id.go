@@ -738,6 +738,17 @@ func (id *ID) Migrate(to *Channel) error {
 	if to == from {
 		return nil
 	}
+	// Register the ID with the new channel first: its reader may see the
+	// ID's next event as soon as the kernel has moved it. Both channels
+	// deliver to the same ID, so an event the old reader took just before
+	// the move is not lost either.
+	to.mu.Lock()
+	if to.closed {
+		to.mu.Unlock()
+		return ErrClosed
+	}
+	to.ids[id.uid] = id
+	to.mu.Unlock()
 	var resp uverbs.UcmMigrateResp
 	var err error
 	from.raw(func(oldfd int) error {
@@ -748,14 +759,14 @@ func (id *ID) Migrate(to *Channel) error {
 		return nil
 	})
 	if err != nil {
+		to.mu.Lock()
+		delete(to.ids, id.uid)
+		to.mu.Unlock()
 		return fmt.Errorf("cm: %w", err)
 	}
 	from.mu.Lock()
 	delete(from.ids, id.uid)
 	from.mu.Unlock()
-	to.mu.Lock()
-	to.ids[id.uid] = id
-	to.mu.Unlock()
 	id.mu.Lock()
 	id.ch = to
 	id.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/goverbs/goverbs/cm"
@@ -121,5 +122,29 @@ func TestMigrate(t *testing.T) {
 	}
 	if _, err := fresh.Event(ctx); err != context.Canceled {
 		t.Fatalf("Event with a cancelled context: %v", err)
+	}
+}
+
+// A migrated ID keeps its uid: it must not collide with the uid of an ID
+// the new channel already has, or one of them would get the other's
+// events.
+func TestMigrateKeepsIDsApart(t *testing.T) {
+	from, to := channel(t), channel(t)
+	resident, err := to.CreateID(cm.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mover, err := from.CreateID(cm.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mover.Migrate(to); err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.AddrPortFrom(netip.MustParseAddr(testutil.Addr(t)), 7)
+	for name, id := range map[string]*cm.ID{"resident": resident, "migrated": mover} {
+		if err := id.ResolveAddr(timeout(t), netip.AddrPort{}, dst); err != nil {
+			t.Fatalf("%s ID: resolve: %v", name, err)
+		}
 	}
 }
