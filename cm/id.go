@@ -132,7 +132,7 @@ func (id *ID) Event(ctx context.Context) (Event, error) {
 			id.mu.Unlock()
 			return ev, nil
 		}
-		closed := id.closed
+		closed, ch := id.closed, id.ch
 		id.mu.Unlock()
 		if closed {
 			return Event{}, ErrClosed
@@ -141,8 +141,13 @@ func (id *ID) Event(ctx context.Context) (Event, error) {
 		case <-id.notify:
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
-		case <-id.ch.done:
-			return Event{}, id.ch.runErr
+		case <-ch.done:
+			id.mu.Lock()
+			moved := id.ch != ch
+			id.mu.Unlock()
+			if !moved { // else the ID migrated away before its old channel closed
+				return Event{}, ch.runErr
+			}
 		}
 	}
 }
@@ -767,6 +772,9 @@ func (id *ID) Migrate(to *Channel) error {
 	from.mu.Lock()
 	delete(from.ids, id.uid)
 	from.mu.Unlock()
+	// The kernel moved the ID's pending events to the new file without
+	// waking its readers: make the new channel's reader look.
+	to.fd.Kick()
 	id.mu.Lock()
 	id.ch = to
 	id.mu.Unlock()

@@ -149,16 +149,38 @@ func (p *FD) Do(ctx context.Context, fn func(fd int) error) error {
 			}
 		}()
 	}
-	var ferr error
-	err := p.rc.Read(func(fd uintptr) bool {
-		ferr = fn(int(fd))
-		return !errors.Is(ferr, unix.EAGAIN)
-	})
-	if err != nil {
-		if errors.Is(err, errDeadline) && ctx.Err() != nil {
+	for {
+		var ferr error
+		err := p.rc.Read(func(fd uintptr) bool {
+			ferr = fn(int(fd))
+			return !errors.Is(ferr, unix.EAGAIN)
+		})
+		if err == nil {
+			return ferr
+		}
+		if !errors.Is(err, errDeadline) {
+			return p.mapErr(err)
+		}
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return p.mapErr(err)
+		// A deadline while ctx is live is a Kick: clear it and try
+		// again. ctx.Err() is set before its AfterFunc sets the
+		// deadline, so a cancellation racing with the clear is seen
+		// here.
+		p.f.SetReadDeadline(time.Time{})
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
-	return ferr
+}
+
+// Kick makes a goroutine waiting in Do run its function again now. It is
+// for data that became readable without the kernel waking the file's
+// waiters: rdma_cm's MIGRATE_ID moves an ID's pending events to another
+// file silently, and an edge-triggered netpoller would wait for the next
+// event forever. Use it only on an FD read with Do: a kick that finds
+// nobody waiting leaves a deadline that only Do knows to clear.
+func (p *FD) Kick() {
+	p.f.SetReadDeadline(time.Unix(1, 0))
 }

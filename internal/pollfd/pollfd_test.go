@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +73,45 @@ func TestCloseUnblocks(t *testing.T) {
 	fd.Close()
 	if err := <-errc; !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("Read after Close: %v", err)
+	}
+}
+
+// Kick makes Do retry its function although the fd never became readable,
+// and leaves no deadline behind for the next wait.
+func TestKickRetriesDo(t *testing.T) {
+	fd, w := pipe(t)
+	var ready atomic.Bool
+	errc := make(chan error, 1)
+	go func() {
+		errc <- fd.Do(context.Background(), func(int) error {
+			if !ready.Load() {
+				return unix.EAGAIN
+			}
+			return nil
+		})
+	}()
+	time.Sleep(20 * time.Millisecond) // let Do park (it also works if not)
+	ready.Store(true)
+	fd.Kick()
+	if err := <-errc; err != nil {
+		t.Fatalf("Do after Kick: %v", err)
+	}
+	// The next Do waits for real readiness again, and a cancelled one
+	// still returns the context's error.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		unix.Write(w, []byte("z"))
+	}()
+	buf := make([]byte, 1)
+	if err := fd.Do(context.Background(), func(raw int) error {
+		_, err := unix.Read(raw, buf)
+		return err
+	}); err != nil || buf[0] != 'z' {
+		t.Fatalf("Do after a kicked Do: %v %q", err, buf)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := fd.Do(ctx, func(int) error { return unix.EAGAIN }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled Do: %v", err)
 	}
 }

@@ -1,0 +1,67 @@
+package cm
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// MIGRATE_ID moves the ID's unread events to the new file without waking
+// anyone who waits on it. The new channel's reader must look anyway, or
+// an event that was pending at the move is never delivered.
+func TestMigrateDeliversPendingEvents(t *testing.T) {
+	addr := testutil.Addr(t) // skips on a bare host, fails in the VM
+	from, err := NewChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from.Close()
+	to, err := NewChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer to.Close()
+	// Stop from's reader, so the next event of its ID stays in the
+	// kernel's queue of from's file.
+	from.stop()
+	<-from.done
+	id, err := from.CreateID(TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Send RESOLVE_ADDR without waiting: ADDR_RESOLVED will stay queued
+	// on from's file.
+	dst := netip.AddrPortFrom(netip.MustParseAddr(addr), 7)
+	req := uverbs.UcmResolveAddr{Id: id.handle, Timeout_ms: 2000}
+	if req.Dst_addr, req.Dst_size, err = sockaddr(dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := ucma(id, "RESOLVE_ADDR", uverbs.RDMA_USER_CM_CMD_RESOLVE_ADDR, &req, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	pfd := []unix.PollFd{{Fd: int32(from.FD()), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 60_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 1 {
+			t.Fatalf("waiting for the event: %d %v", n, err)
+		}
+		break
+	}
+	if err := id.Migrate(to); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := id.expect(ctx, EventAddrResolved); err != nil {
+		t.Fatalf("the event pending at the migration: %v", err)
+	}
+}
