@@ -36,6 +36,8 @@ type Channel struct {
 	done   chan struct{}
 	runErr error // why the reader stopped; set before done is closed
 
+	evMu sync.Mutex // held while an event is read and dispatched, and by Migrate
+
 	mu     sync.Mutex
 	closed bool
 	ids    map[uint64]*ID
@@ -69,7 +71,19 @@ func (ch *Channel) run(ctx context.Context) {
 	req := uverbs.UcmGetEvent{Response: uverbs.Addr(unsafe.Pointer(resp))}
 	for {
 		err := ch.fd.Do(ctx, func(fd int) error {
-			return uverbs.UcmaWrite(fd, "GET_EVENT", uverbs.RDMA_USER_CM_CMD_GET_EVENT, &req, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
+			// Reading and dispatching are one step under evMu, which
+			// Migrate holds around MIGRATE_ID: an event of a migrating ID
+			// is either taken and delivered before the move, or moved.
+			ch.evMu.Lock()
+			defer ch.evMu.Unlock()
+			err := uverbs.UcmaWrite(fd, "GET_EVENT", uverbs.RDMA_USER_CM_CMD_GET_EVENT, &req, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
+			if err == nil {
+				if testHookEventRead != nil {
+					testHookEventRead()
+				}
+				ch.dispatch(resp)
+			}
+			return err
 		})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -79,7 +93,6 @@ func (ch *Channel) run(ctx context.Context) {
 			}
 			return
 		}
-		ch.dispatch(resp)
 	}
 }
 
@@ -102,6 +115,10 @@ func (ch *Channel) dispatch(r *uverbs.UcmEventResp) {
 	}
 	id.deliver(ev)
 }
+
+// testHookEventRead, when set (by tests, before any channel opens), runs
+// between reading an event and dispatching it.
+var testHookEventRead func()
 
 // nextUID numbers IDs across all channels: an ID keeps its uid when it
 // migrates, so uids must not repeat between channels.

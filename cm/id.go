@@ -743,10 +743,12 @@ func (id *ID) Migrate(to *Channel) error {
 	if to == from {
 		return nil
 	}
+	// While from's reader is kept out (evMu), an event it took before the
+	// move has been delivered, and none of the ID's can reach it after.
+	from.evMu.Lock()
+	defer from.evMu.Unlock()
 	// Register the ID with the new channel first: its reader may see the
-	// ID's next event as soon as the kernel has moved it. Both channels
-	// deliver to the same ID, so an event the old reader took just before
-	// the move is not lost either.
+	// ID's next event as soon as the kernel has moved it.
 	to.mu.Lock()
 	if to.closed {
 		to.mu.Unlock()

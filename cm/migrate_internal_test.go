@@ -3,6 +3,7 @@ package cm
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,5 +64,63 @@ func TestMigrateDeliversPendingEvents(t *testing.T) {
 	defer cancel()
 	if _, err := id.expect(ctx, EventAddrResolved); err != nil {
 		t.Fatalf("the event pending at the migration: %v", err)
+	}
+}
+
+// An event the old channel's reader has taken but not yet dispatched when
+// Migrate runs still reaches the ID.
+func TestMigrateWhileDispatching(t *testing.T) {
+	addr := testutil.Addr(t)
+	taken, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookEventRead = func() {
+		once.Do(func() {
+			close(taken)
+			<-release
+		})
+	}
+	from, err := NewChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := NewChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		from.Close()
+		to.Close()
+		testHookEventRead = nil
+	})
+	id, err := from.CreateID(TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.AddrPortFrom(netip.MustParseAddr(addr), 7)
+	req := uverbs.UcmResolveAddr{Id: id.handle, Timeout_ms: 2000}
+	if req.Dst_addr, req.Dst_size, err = sockaddr(dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := ucma(id, "RESOLVE_ADDR", uverbs.RDMA_USER_CM_CMD_RESOLVE_ADDR, &req, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	<-taken // from's reader holds ADDR_RESOLVED, undelivered
+	migrated := make(chan error, 1)
+	go func() { migrated <- id.Migrate(to) }()
+	// Give Migrate the chance to overtake the dispatch (it must wait for
+	// it); the test passes either way it is scheduled.
+	select {
+	case err := <-migrated:
+		migrated <- err
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-migrated; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := id.expect(ctx, EventAddrResolved); err != nil {
+		t.Fatalf("the event taken during the migration: %v", err)
 	}
 }
