@@ -36,16 +36,8 @@ func TestMigrateDeliversPendingEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Send RESOLVE_ADDR without waiting: ADDR_RESOLVED will stay queued
-	// on from's file.
-	dst := netip.AddrPortFrom(netip.MustParseAddr(addr), 7)
-	req := uverbs.UcmResolveAddr{Id: id.handle, Timeout_ms: 2000}
-	if req.Dst_addr, req.Dst_size, err = sockaddr(dst); err != nil {
-		t.Fatal(err)
-	}
-	if err := ucma(id, "RESOLVE_ADDR", uverbs.RDMA_USER_CM_CMD_RESOLVE_ADDR, &req, nil, 0); err != nil {
-		t.Fatal(err)
-	}
+	// ADDR_RESOLVED will stay queued on from's file.
+	sendResolve(t, id, addr)
 	pfd := []unix.PollFd{{Fd: int32(from.FD()), Events: unix.POLLIN}}
 	for {
 		n, err := unix.Poll(pfd, 60_000)
@@ -96,14 +88,7 @@ func TestMigrateWhileDispatching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := netip.AddrPortFrom(netip.MustParseAddr(addr), 7)
-	req := uverbs.UcmResolveAddr{Id: id.handle, Timeout_ms: 2000}
-	if req.Dst_addr, req.Dst_size, err = sockaddr(dst); err != nil {
-		t.Fatal(err)
-	}
-	if err := ucma(id, "RESOLVE_ADDR", uverbs.RDMA_USER_CM_CMD_RESOLVE_ADDR, &req, nil, 0); err != nil {
-		t.Fatal(err)
-	}
+	sendResolve(t, id, addr)
 	<-taken // from's reader holds ADDR_RESOLVED, undelivered
 	migrated := make(chan error, 1)
 	go func() { migrated <- id.Migrate(to) }()
@@ -122,5 +107,18 @@ func TestMigrateWhileDispatching(t *testing.T) {
 	defer cancel()
 	if _, err := id.expect(ctx, EventAddrResolved); err != nil {
 		t.Fatalf("the event taken during the migration: %v", err)
+	}
+}
+
+// sendResolve sends RESOLVE_ADDR for id without waiting for its event.
+func sendResolve(t *testing.T, id *ID, addr string) {
+	t.Helper()
+	req := uverbs.UcmResolveAddr{Id: id.handle, Timeout_ms: 2000}
+	var err error
+	if req.Dst_addr, req.Dst_size, err = sockaddr(netip.AddrPortFrom(netip.MustParseAddr(addr), 7)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ucma(id, "RESOLVE_ADDR", uverbs.RDMA_USER_CM_CMD_RESOLVE_ADDR, &req, nil, 0); err != nil {
+		t.Fatal(err)
 	}
 }
