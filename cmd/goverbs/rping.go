@@ -292,6 +292,16 @@ func (c *rpingConn) post() {
 	}
 }
 
+// waitFor waits for the state want and, like rping, reports any other
+// state it ends in by name.
+func (c *rpingConn) waitFor(want int, name string) bool {
+	if s := c.wait(); s != want {
+		c.errw.printf("wait for %s state %d\n", name, s)
+		return false
+	}
+	return true
+}
+
 func (c *rpingConn) wait() int {
 	<-c.sem
 	return c.getState()
@@ -632,8 +642,7 @@ func (c *rpingConn) testServer() int {
 	ret := 0
 	for {
 		// Wait for the client's start STAG/TO/Len.
-		if s := c.wait(); s != rpingReadAdv {
-			c.errw.printf("wait for RDMA_READ_ADV state %d\n", s)
+		if !c.waitFor(rpingReadAdv, "RDMA_READ_ADV") {
 			ret = -1
 			break
 		}
@@ -644,8 +653,7 @@ func (c *rpingConn) testServer() int {
 			break
 		}
 		c.debugf("server posted rdma read req \n")
-		if s := c.wait(); s != rpingReadComplete {
-			c.errw.printf("wait for RDMA_READ_COMPLETE state %d\n", s)
+		if !c.waitFor(rpingReadComplete, "RDMA_READ_COMPLETE") {
 			ret = -1
 			break
 		}
@@ -661,8 +669,7 @@ func (c *rpingConn) testServer() int {
 		}
 		c.debugf("server posted go ahead\n")
 		// Wait for the client's RDMA STAG/TO/Len.
-		if s := c.wait(); s != rpingWriteAdv {
-			c.errw.printf("wait for RDMA_WRITE_ADV state %d\n", s)
+		if !c.waitFor(rpingWriteAdv, "RDMA_WRITE_ADV") {
 			ret = -1
 			break
 		}
@@ -676,8 +683,7 @@ func (c *rpingConn) testServer() int {
 			ret = -1
 			break
 		}
-		if s := c.wait(); s != rpingWriteComplete {
-			c.errw.printf("wait for RDMA_WRITE_COMPLETE state %d\n", s)
+		if !c.waitFor(rpingWriteComplete, "RDMA_WRITE_COMPLETE") {
 			ret = -1
 			break
 		}
@@ -726,8 +732,7 @@ func (c *rpingConn) testClient() int {
 			break
 		}
 		// Wait for the server to ACK.
-		if s := c.wait(); s != rpingWriteAdv {
-			c.errw.printf("wait for RDMA_WRITE_ADV state %d\n", s)
+		if !c.waitFor(rpingWriteAdv, "RDMA_WRITE_ADV") {
 			ret = -1
 			break
 		}
@@ -738,8 +743,7 @@ func (c *rpingConn) testClient() int {
 			break
 		}
 		// Wait for the server to say the RDMA WRITE is complete.
-		if s := c.wait(); s != rpingWriteComplete {
-			c.errw.printf("wait for RDMA_WRITE_COMPLETE state %d\n", s)
+		if !c.waitFor(rpingWriteComplete, "RDMA_WRITE_COMPLETE") {
 			ret = -1
 			break
 		}

@@ -29,8 +29,9 @@ func (e *rpxEnv) immArg() (uint32, error) {
 	return uint32(imm), nil
 }
 
-// checkImmWC checks the server's receive completion of 10 and 11.
-func (e *rpxEnv) checkImmWC(wc verbs.WorkCompletion, want verbs.WCOpcode, flagMsg string) error {
+// checkImmExampleWC checks that wc is a successful completion of opcode
+// want, with the messages of examples 10 and 11.
+func (e *rpxEnv) checkImmExampleWC(wc verbs.WorkCompletion, want verbs.WCOpcode) error {
 	if wc.Status != verbs.WCSuccess {
 		e.eprintf("Received unexpected completion: %s\n", wc.Status)
 		return rpxExit(-1)
@@ -38,6 +39,24 @@ func (e *rpxEnv) checkImmWC(wc verbs.WorkCompletion, want verbs.WCOpcode, flagMs
 	if wc.Opcode != want {
 		e.eprintf("Received unexpected type of operation (%d != %d)\n", wc.Opcode, want)
 		return rpxExit(-1)
+	}
+	return nil
+}
+
+// expectImmExampleWC takes the next completion of cq and checks it with
+// checkImmExampleWC.
+func (e *rpxEnv) expectImmExampleWC(cq *rpma.CQ, want verbs.WCOpcode) error {
+	wc, err := e.getWC(cq)
+	if err != nil {
+		return err
+	}
+	return e.checkImmExampleWC(wc, want)
+}
+
+// checkImmWC checks the server's receive completion of 10 and 11.
+func (e *rpxEnv) checkImmWC(wc verbs.WorkCompletion, want verbs.WCOpcode, flagMsg string) error {
+	if err := e.checkImmExampleWC(wc, want); err != nil {
+		return err
 	}
 	if wc.Flags&verbs.WCWithImm == 0 {
 		e.eprintf("%s\n", flagMsg)
@@ -143,19 +162,7 @@ func rpx10Client(e *rpxEnv) error {
 	if err := conn.SendWithImm(sendMR, 0, length, rpma.Always, imm, 0); err != nil {
 		return e.fail("rpma_send_with_imm", err)
 	}
-	wc, err := e.getWC(conn.CQ())
-	if err != nil {
-		return err
-	}
-	if wc.Status != verbs.WCSuccess {
-		e.eprintf("Received unexpected completion: %s\n", wc.Status)
-		return rpxExit(-1)
-	}
-	if wc.Opcode != verbs.WCSend {
-		e.eprintf("Received unexpected type of operation (%d != %d)\n", wc.Opcode, verbs.WCSend)
-		return rpxExit(-1)
-	}
-	return nil
+	return e.expectImmExampleWC(conn.CQ(), verbs.WCSend)
 }
 
 func rpx11Server(e *rpxEnv) error {
@@ -256,17 +263,5 @@ func rpx11Client(e *rpxEnv) error {
 	if err := conn.WriteWithImm(dst, uint64(data.dataOffset), srcMR, 0, rpxKilobyte, rpma.Always, imm, 0); err != nil {
 		return e.fail("rpma_write_with_imm", err)
 	}
-	wc, err := e.getWC(conn.CQ())
-	if err != nil {
-		return err
-	}
-	if wc.Status != verbs.WCSuccess {
-		e.eprintf("Received unexpected completion: %s\n", wc.Status)
-		return rpxExit(-1)
-	}
-	if wc.Opcode != verbs.WCRDMAWrite {
-		e.eprintf("Received unexpected type of operation (%d != %d)\n", wc.Opcode, verbs.WCRDMAWrite)
-		return rpxExit(-1)
-	}
-	return nil
+	return e.expectImmExampleWC(conn.CQ(), verbs.WCRDMAWrite)
 }
