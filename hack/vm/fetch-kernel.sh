@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Downloads and unpacks a Debian bookworm 6.1 kernel for the VM test bed.
+# Downloads and unpacks a Debian bookworm kernel for the VM test bed.
 #
 # Usage: hack/vm/fetch-kernel.sh
 #   Prints the unpacked tree's directory (.cache/vm/<pkg>) on stdout, progress
 #   on stderr. A second run finds the cache and only prints the directory.
 #
-# Env: GOVERBS_KERNEL_PKG   package to use instead of the newest
-#                           linux-image-6.1.0-N-amd64 (e.g. linux-image-6.1.0-56-amd64).
+# Env: GOVERBS_KERNEL       the kernel series: 6.12 (default: the newest line
+#                           Debian 12 serves) or 6.1. The newest build of the
+#                           series is taken (Debian serves only current builds,
+#                           so no build number is written down anywhere).
+#      GOVERBS_KERNEL_PKG   an exact package instead (e.g. linux-image-6.1.0-56-amd64).
 #      GOVERBS_VM_CACHE     cache directory (default: <repo>/.cache/vm).
 #
 # The package is only unpacked with dpkg -x, never installed: the host keeps
@@ -28,13 +31,22 @@ candidate() {
 	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
 }
 
-# Prints the newest linux-image-6.1.0-N-amd64 package name. The signed and the
+series=${GOVERBS_KERNEL:-6.12}
+# Package names per series: 6.1 is linux-image-6.1.0-ABI-amd64, 6.12 is
+# linux-image-6.12.PATCH+deb12-amd64. Both have an -unsigned twin.
+case $series in
+6.1) pkg_re='^linux-image-6\.1\.0-([0-9]+)-amd64(-unsigned)?$' ;;
+6.12) pkg_re='^linux-image-6\.12\.([0-9]+)\+deb12-amd64(-unsigned)?$' ;;
+*) die "GOVERBS_KERNEL=$series: the test bed knows 6.1 and 6.12" ;;
+esac
+
+# Prints the newest package name of the series. The signed and the
 # -unsigned packages carry the same kernel and modules; the signed one is
 # preferred only because it is the one Debian users actually boot.
 newest_pkg() {
-	apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64(-unsigned)?$' 2>/dev/null |
+	apt-cache search --names-only "$pkg_re" 2>/dev/null |
 		awk '{ print $1 }' |
-		sed -E 's/^linux-image-6\.1\.0-([0-9]+)-amd64(-unsigned)?$/\1 & \2/' |
+		sed -E "s/$pkg_re/\\1 & \\2/" |
 		# N descending, then the signed name (empty suffix) before -unsigned.
 		sort -k1,1nr -k3,3 |
 		while read -r _ name _; do
@@ -63,7 +75,7 @@ if [[ -z $pkg ]]; then
 	# repeated runs offline and fast, and stops a new Debian point release from
 	# silently changing the kernel under a developer mid-task.
 	pkg=$(find "$cache" -mindepth 2 -maxdepth 2 -path '*/linux-image-*/.complete' -printf '%h\n' |
-		xargs -r -n1 basename | sort -V | tail -n1)
+		xargs -r -n1 basename | grep -E "$pkg_re" | sort -V | tail -n1 || true)
 	if [[ -n $pkg ]]; then
 		echo "$cache/$pkg"
 		exit 0
@@ -80,11 +92,11 @@ if [[ -z $pkg ]]; then
 	pkg=$(newest_pkg)
 	if [[ -z $pkg ]]; then
 		# Fresh machines (CI) may have no package lists yet.
-		log "no linux-image-6.1.0-N-amd64 known to apt; running apt-get update"
+		log "no $series kernel package known to apt; running apt-get update"
 		apt-get update -qq >&2 || die "apt-get update failed"
 		pkg=$(newest_pkg)
 	fi
-	[[ -n $pkg ]] || die "apt knows no linux-image-6.1.0-N-amd64 package (is this Debian bookworm?)"
+	[[ -n $pkg ]] || die "apt knows no $series kernel package matching $pkg_re (is this Debian bookworm?)"
 	dest=$cache/$pkg
 	if [[ -e $dest/.complete ]]; then
 		echo "$dest"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a command inside a throw-away qemu VM (Debian 6.1 kernel, TCG) that has
+# Runs a command inside a throw-away qemu VM (a Debian 12 kernel, TCG) that has
 # two Soft-RoCE devices, rxe0 on veth0 (169.254.77.1) and rxe1 on veth1
 # (169.254.77.2), and the host's root file system mounted read-only.
 #
@@ -14,8 +14,12 @@
 #
 # Defaults can also come from GOVERBS_VM_TIMEOUT, GOVERBS_VM_CPUS,
 # GOVERBS_VM_MEM and GOVERBS_VM_VERBOSE=1 (handy under go test -exec).
-# GOVERBS_VM_CACHE moves the cache (default <repo>/.cache/vm), and
-# GOVERBS_KERNEL_PKG picks the kernel package (see fetch-kernel.sh).
+# GOVERBS_VM_CACHE moves the cache (default <repo>/.cache/vm);
+# GOVERBS_KERNEL=6.12|6.1 picks the kernel series (default 6.12, the newest
+# build of it) and GOVERBS_KERNEL_PKG an exact package (see fetch-kernel.sh).
+# GOVERBS_VM_LOCK=FILE makes VMs share a lock file: each run holds it shared,
+# or exclusively with GOVERBS_VM_LOCK_EXCLUSIVE=1, so a measurement never
+# runs beside another VM on the same machine.
 #
 # CMD runs chrooted into the host root with the caller's working directory,
 # stdin from /dev/null, stdout and stderr merged onto run.sh's stdout.
@@ -190,8 +194,9 @@ key=$({
 initramfs=$cache/initramfs-$kver-$key.cpio
 if [[ ! -s $initramfs ]]; then
 	build_initramfs "$initramfs"
-	# Older builds are dead weight (a VM still booting from one has it open).
-	find "$cache" -maxdepth 1 -name 'initramfs-*.cpio' ! -name "${initramfs##*/}" -delete
+	# Older builds for this kernel are dead weight (a VM still booting from
+	# one has it open); other kernels' images stay.
+	find "$cache" -maxdepth 1 -name "initramfs-$kver-*.cpio" ! -name "${initramfs##*/}" -delete
 fi
 
 # ------------------------------------------------------------------ the run --
@@ -300,6 +305,11 @@ qboot=/usr/share/qemu/qboot.rom
 # timeout pass a SIGTERM on to qemu. setpriv is in util-linux (Essential).
 guard=()
 command -v setpriv >/dev/null && guard=(setpriv --pdeathsig TERM)
+
+if [[ -n ${GOVERBS_VM_LOCK:-} ]]; then
+	exec 8>>"$GOVERBS_VM_LOCK"
+	if [[ ${GOVERBS_VM_LOCK_EXCLUSIVE:-0} == 1 ]]; then flock -x 8; else flock -s 8; fi
+fi
 
 start=$SECONDS
 # Backgrounded and waited for, because bash runs traps only after a
