@@ -1,7 +1,9 @@
 package uverbs
 
 import (
+	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 )
 
@@ -23,7 +25,7 @@ var abiLayout = []struct {
 	{QueryDeviceResp{}, 176, map[string]uintptr{"Fw_ver": 0, "Node_guid": 8, "Max_mr_size": 24, "Vendor_id": 40, "Max_qp": 52, "Device_cap_flags": 60, "Atomic_cap": 108, "Max_srq_sge": 164, "Max_pkeys": 168, "Local_ca_ack_delay": 170, "Phys_port_cnt": 171}},
 	{ExQueryDeviceResp{}, 304, map[string]uintptr{"Base": 0, "Comp_mask": 176, "Response_length": 180, "Odp_caps": 184, "Timestamp_mask": 208, "Hca_core_clock": 216, "Device_cap_flags_ex": 224, "Rss_caps": 232, "Max_wq_type_rq": 248, "Raw_packet_caps": 252, "Tm_caps": 256, "Cq_moderation_caps": 280, "Max_dm_size": 288, "Xrc_odp_caps": 296}},
 	{QueryPortResp{}, 40, map[string]uintptr{"Port_cap_flags": 0, "Max_msg_sz": 4, "Gid_tbl_len": 16, "Pkey_tbl_len": 20, "Lid": 22, "Sm_lid": 24, "State": 26, "Max_mtu": 27, "Active_mtu": 28, "Active_speed": 35, "Phys_state": 36, "Link_layer": 37, "Flags": 38}},
-	{QueryPortRespEx{}, 48, map[string]uintptr{"Legacy_resp": 0, "Port_cap_flags2": 40}},
+	{QueryPortRespEx{}, 48, map[string]uintptr{"Legacy_resp": 0, "Port_cap_flags2": 40, "Active_speed_ex": 44}},
 	{GidEntry{}, 32, map[string]uintptr{"Gid": 0, "Gid_index": 16, "Port_num": 20, "Gid_type": 24, "Netdev_ifindex": 28}},
 	{AllocPdResp{}, 4, map[string]uintptr{"Handle": 0}},
 	{RegMr{}, 40, map[string]uintptr{"Response": 0, "Start": 8, "Length": 16, "Hca_va": 24, "Pd_handle": 32, "Access_flags": 36}},
@@ -63,6 +65,16 @@ var abiLayout = []struct {
 	{RxeCreateAhResp{}, 8, map[string]uintptr{"Num": 0}},
 	{RxeModifySrqCmd{}, 8, nil},
 
+	// siw-abi.h, as pahole prints it for the 6.12 headers.
+	{SiwUrespCreateCq{}, 16, map[string]uintptr{"Cq_id": 0, "Num_cqe": 4, "Cq_key": 8}},
+	{SiwUrespCreateQp{}, 32, map[string]uintptr{"Qp_id": 0, "Num_sqe": 4, "Num_rqe": 8, "Sq_key": 16, "Rq_key": 24}},
+	{SiwUrespCreateSrq{}, 16, map[string]uintptr{"Num_rqe": 0, "Srq_key": 8}},
+	{SiwSge{}, 16, map[string]uintptr{"Laddr": 0, "Length": 8, "Lkey": 12}},
+	{SiwSqe{}, 120, map[string]uintptr{"Id": 0, "Flags": 8, "Num_sge": 10, "Opcode": 11, "Rkey": 12, "Raddr": 16, "Sge": 24}},
+	{SiwRqe{}, 112, map[string]uintptr{"Id": 0, "Flags": 8, "Num_sge": 10, "Opcode": 11, "Sge": 16}},
+	{SiwCqe{}, 32, map[string]uintptr{"Id": 0, "Flags": 8, "Opcode": 9, "Status": 10, "Bytes": 12, "Imm_data": 16, "Qp_id": 24}},
+	{SiwCqCtrl{}, 8, map[string]uintptr{"Flags": 0}},
+
 	{UcmCmdHdr{}, 8, map[string]uintptr{"Cmd": 0, "In": 4, "Out": 6}},
 	{UcmCreateID{}, 24, map[string]uintptr{"Uid": 0, "Response": 8, "Ps": 16, "Type": 18}},
 	{UcmDestroyID{}, 16, map[string]uintptr{"Response": 0, "Id": 8}},
@@ -86,24 +98,58 @@ var abiLayout = []struct {
 	{UcmMigrateID{}, 16, map[string]uintptr{"Response": 0, "Id": 8, "Fd": 12}},
 }
 
+// layoutErrors compares the Go type of v with a C layout: its size and the
+// offsets of the named fields.
+func layoutErrors(v any, size uintptr, fields map[string]uintptr) []string {
+	typ := reflect.TypeOf(v)
+	var errs []string
+	if got := typ.Size(); got != size {
+		errs = append(errs, fmt.Sprintf("sizeof(%s) = %d, want %d", typ.Name(), got, size))
+	}
+	for name, want := range fields {
+		f, ok := typ.FieldByName(name)
+		if !ok {
+			errs = append(errs, fmt.Sprintf("%s has no field %s", typ.Name(), name))
+			continue
+		}
+		if f.Offset != want {
+			errs = append(errs, fmt.Sprintf("offsetof(%s.%s) = %d, want %d", typ.Name(), name, f.Offset, want))
+		}
+	}
+	sort.Strings(errs)
+	return errs
+}
+
 func TestABILayout(t *testing.T) {
 	for _, l := range abiLayout {
-		typ := reflect.TypeOf(l.v)
-		t.Run(typ.Name(), func(t *testing.T) {
-			if got := typ.Size(); got != l.size {
-				t.Errorf("sizeof(%s) = %d, want %d", typ.Name(), got, l.size)
-			}
-			for name, want := range l.fields {
-				f, ok := typ.FieldByName(name)
-				if !ok {
-					t.Errorf("%s has no field %s", typ.Name(), name)
-					continue
-				}
-				if f.Offset != want {
-					t.Errorf("offsetof(%s.%s) = %d, want %d", typ.Name(), name, f.Offset, want)
-				}
+		t.Run(reflect.TypeOf(l.v).Name(), func(t *testing.T) {
+			for _, e := range layoutErrors(l.v, l.size, l.fields) {
+				t.Error(e)
 			}
 		})
+	}
+}
+
+// TestABILayoutCatchesDrift shows the layout check failing on a struct that
+// drifted from the kernel's: RegMrResp as it would be generated if a field
+// were lost or widened.
+func TestABILayoutCatchesDrift(t *testing.T) {
+	type driftedRegMrResp struct {
+		Handle uint32
+		Lkey   uint64 // widened: moves Rkey and grows the struct
+		Rkey   uint32
+	}
+	want := []string{
+		"offsetof(driftedRegMrResp.Lkey) = 8, want 4",
+		"offsetof(driftedRegMrResp.Rkey) = 16, want 8",
+		"sizeof(driftedRegMrResp) = 24, want 12",
+	}
+	got := layoutErrors(driftedRegMrResp{}, 12, map[string]uintptr{"Handle": 0, "Lkey": 4, "Rkey": 8})
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("layoutErrors on a drifted struct = %q, want %q", got, want)
+	}
+	if got := layoutErrors(RegMrResp{}, 12, map[string]uintptr{"Handle": 0, "Lkey": 4, "Rkey": 8}); len(got) != 0 {
+		t.Errorf("layoutErrors on the generated struct = %q, want none", got)
 	}
 }
 
@@ -129,6 +175,16 @@ func TestABIConstants(t *testing.T) {
 		{"RDMA_USER_CM_CMD_JOIN_MCAST", RDMA_USER_CM_CMD_JOIN_MCAST, 22},
 		{"RDMA_PS_TCP", RDMA_PS_TCP, 0x106},
 		{"RDMA_PS_UDP", RDMA_PS_UDP, 0x111},
+		// Added by the 6.12 headers (FLUSH and ATOMIC WRITE).
+		{"IB_UVERBS_WR_FLUSH", IB_UVERBS_WR_FLUSH, 14},
+		{"IB_UVERBS_WR_ATOMIC_WRITE", IB_UVERBS_WR_ATOMIC_WRITE, 15},
+		{"IB_UVERBS_WC_FLUSH", IB_UVERBS_WC_FLUSH, 8},
+		{"IB_UVERBS_WC_ATOMIC_WRITE", IB_UVERBS_WC_ATOMIC_WRITE, 9},
+		{"IB_UVERBS_ACCESS_FLUSH_GLOBAL", IB_UVERBS_ACCESS_FLUSH_GLOBAL, 1 << 8},
+		{"IB_UVERBS_ACCESS_FLUSH_PERSISTENT", IB_UVERBS_ACCESS_FLUSH_PERSISTENT, 1 << 9},
+		{"IB_UVERBS_DEVICE_FLUSH_GLOBAL", IB_UVERBS_DEVICE_FLUSH_GLOBAL, 1 << 38},
+		{"IB_UVERBS_DEVICE_FLUSH_PERSISTENT", IB_UVERBS_DEVICE_FLUSH_PERSISTENT, 1 << 39},
+		{"IB_UVERBS_DEVICE_ATOMIC_WRITE", IB_UVERBS_DEVICE_ATOMIC_WRITE, 1 << 40},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %#x, want %#x", c.name, c.got, c.want)

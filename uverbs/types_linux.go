@@ -5,8 +5,8 @@
 
 // Input to cgo -godefs. See mkabi.sh.
 //
-// Every struct here mirrors a kernel UAPI structure from /usr/include/rdma
-// (package linux-libc-dev). The RDMA UAPI uses fixed-width, explicitly
+// Every struct here mirrors a kernel UAPI structure from the pinned kernel
+// headers mkabi.sh generates from (abi.pin names the package). The RDMA UAPI uses fixed-width, explicitly
 // aligned fields, so the generated file serves every 64-bit Linux
 // architecture; abi_test.go asserts the sizes and offsets.
 
@@ -22,6 +22,7 @@ package uverbs
 #include <rdma/ib_user_sa.h>
 #include <rdma/rdma_user_cm.h>
 #include <rdma/rdma_user_rxe.h>
+#include <rdma/siw-abi.h>
 */
 import "C"
 
@@ -176,4 +177,21 @@ type (
 	RxeCreateSrqResp C.struct_rxe_create_srq_resp
 	RxeModifySrqCmd  C.struct_rxe_modify_srq_cmd
 	RxeQueueBuf      C.struct_rxe_queue_buf
+)
+
+// The siw (soft-iWARP) provider ABI (siw-abi.h): create responses carrying the
+// mmap keys of the rings, and the ring elements, whose ownership is a flag
+// word in each element rather than producer/consumer indices.
+type (
+	SiwUrespCreateCq  C.struct_siw_uresp_create_cq
+	SiwUrespCreateQp  C.struct_siw_uresp_create_qp
+	SiwUreqRegMr      C.struct_siw_ureq_reg_mr
+	SiwUrespRegMr     C.struct_siw_uresp_reg_mr
+	SiwUrespCreateSrq C.struct_siw_uresp_create_srq
+	SiwUrespAllocCtx  C.struct_siw_uresp_alloc_ctx
+	SiwSge            C.struct_siw_sge
+	SiwSqe            C.struct_siw_sqe
+	SiwRqe            C.struct_siw_rqe
+	SiwCqe            C.struct_siw_cqe
+	SiwCqCtrl         C.struct_siw_cq_ctrl
 )
