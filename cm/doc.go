@@ -1,0 +1,30 @@
+// Package cm is the RDMA connection manager (rdma_cm), spoken directly to
+// the kernel over /dev/infiniband/rdma_cm instead of through librdmacm.
+//
+// A [Channel] owns the rdma_cm file; one goroutine per channel reads its
+// events, parked on Go's netpoller, and queues each on the [ID] it belongs
+// to. IDs live in a port space ([TCP] for reliable connections,
+// [UDP] for datagrams) and follow the sockets-like flow of
+// librdmacm: [ID.Bind], [ID.ResolveAddr] and [ID.ResolveRoute] on the active
+// side, [ID.Listen] and [ID.GetRequest] on the passive side, then
+// [ID.CreateQP], [ID.Connect] / [ID.Accept] or [ID.Reject], and
+// [ID.Disconnect]. Everything that waits for the peer or the fabric takes a
+// context.Context.
+//
+// Around the kernel's commands the package does what librdmacm does: it
+// moves the ID's queue pair through its states with the attributes the
+// kernel hands out (INIT_QP_ATTR), re-applying INIT before RTR so remote
+// access is granted, sends the RTU, and moves the QP to ERR before a
+// disconnect. Each channel opens (or is given, [Channel.AttachContext]) the
+// verbs Context of the devices its IDs bind to, shared by the IDs and
+// reference-counted. [ID.Migrate] moves an ID to another channel.
+//
+// [Endpoint] is librdmacm's rdma_verbs.h layer: a QP with its own send and
+// receive completion queues and the one-call post and blocking,
+// cancellable completion helpers ([Endpoint.GetRecvComp],
+// [Endpoint.GetSendComp]).
+//
+// Private data reaches the peer padded by the kernel to the size of the
+// message that carries it; [EncodePrivateData] frames a length for peers
+// that want the exact bytes back.
+package cm
