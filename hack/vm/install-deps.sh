@@ -25,7 +25,7 @@ default_pkgs=(
 	librpma-dev     # the C librpma interop peers (rpma/testdata) link against it
 	gcc             # builds those peers, and cgo -godefs at generation time
 	libc6-dev
-	linux-libc-dev  # /usr/include/rdma, the ABI source of truth
+	linux-libc-dev  # kernel headers for the C peers (the ABI is generated from pinned headers: uverbs/uapi-headers.sh)
 	util-linux      # taskset: pin ping-pong ends to different vCPUs
 )
 if (($# > 0)); then
