@@ -23,7 +23,7 @@ KERNELS  ?= 6.12 6.1
 TEST_TIMEOUT ?= 40m
 export GOVERBS_VM_TIMEOUT ?= 3000
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench fuzz build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench fuzz fuzz-long build clean
 
 all: build
 
@@ -87,13 +87,14 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -exec $(VMEXEC) $(PKGS)
 	GOVERBS_PINGPONG_BENCH=1 $(GO) test -count=1 -v -run TestPingpongBench -exec $(VMEXEC) ./cmd/goverbs
 
-## fuzz: a short run of every fuzz target
+## fuzz: a short run of every fuzz target (found with go test -list)
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseAttrs -fuzztime 20s ./internal/rdmanl
-	$(GO) test -run '^$$' -fuzz FuzzParseMessages -fuzztime 20s ./internal/rdmanl
-	$(GO) test -run '^$$' -fuzz FuzzPollCQ -fuzztime 20s ./internal/rxe
-	$(GO) test -run '^$$' -fuzz FuzzSendWR -fuzztime 20s ./qp
-	$(GO) test -run '^$$' -fuzz FuzzEvent -fuzztime 20s ./cm
+	hack/fuzz.sh 20s
+
+## fuzz-long: five minutes per target; what the fuzzer finds is added to the
+## committed corpora (testdata/fuzz), which every go test replays
+fuzz-long:
+	hack/fuzz.sh -save 5m
 
 clean:
 	rm -rf bin .cache/test

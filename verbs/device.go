@@ -225,6 +225,12 @@ func readSysfs(path ...string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
+// validDeviceName reports whether name can be an RDMA device's name: it is
+// used as a path element under /sys/class/infiniband, so it must be one.
+func validDeviceName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00") && len(name) < uverbs.IB_DEVICE_NAME_MAX
+}
+
 func parseSysfsGUID(s string) (GUID, error) {
 	var g GUID
 	parts := strings.Split(s, ":")
@@ -261,7 +267,7 @@ func devicesFromSysfs() ([]Device, error) {
 		}
 		cd := e.Name()
 		name, err := readSysfs("class/infiniband_verbs", cd, "ibdev")
-		if err != nil {
+		if err != nil || !validDeviceName(name) {
 			continue
 		}
 		d := Device{Name: name, CharDev: cd, Path: "/dev/infiniband/" + cd}
