@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 func pipe(t *testing.T) (*FD, int) {
@@ -69,10 +73,133 @@ func TestCloseUnblocks(t *testing.T) {
 		_, err := fd.Read(context.Background(), make([]byte, 8))
 		errc <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitParked(t, "pollfd.(*FD).do(")
 	fd.Close()
-	if err := <-errc; !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("Read after Close: %v", err)
+	err := <-errc
+	if !errors.Is(err, uverbs.ErrClosed) || !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Read interrupted by Close: %v, want uverbs.ErrClosed (and os.ErrClosed)", err)
+	}
+}
+
+// Every operation on a closed FD reports uverbs.ErrClosed, which is
+// verbs.ErrClosed: users see one sentinel for closed objects.
+func TestClosedIsUverbsErrClosed(t *testing.T) {
+	fd, _ := pipe(t)
+	fd.Close()
+	ran := false
+	errs := map[string]error{
+		"Raw": fd.Raw(func(int) error { ran = true; return nil }),
+		"Do":  fd.Do(context.Background(), func(int) error { ran = true; return nil }),
+	}
+	_, errs["TryRead"] = fd.TryRead(make([]byte, 1))
+	_, errs["Read"] = fd.Read(context.Background(), make([]byte, 1))
+	for op, err := range errs {
+		if !errors.Is(err, uverbs.ErrClosed) || !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s on a closed FD: %v, want uverbs.ErrClosed (and os.ErrClosed)", op, err)
+		}
+	}
+	if ran {
+		t.Error("a function ran on the closed descriptor")
+	}
+	if n := fd.Int(); n != -1 {
+		t.Errorf("Int of a closed FD: %d", n)
+	}
+}
+
+// A wait that parks with a cancellable context allocates nothing once the
+// context is registered: loops of waits with one long-lived context (the
+// rdma_cm reader, cm's GetRecvComp, cq.Wait) stay allocation-free.
+func TestWaitWithContextAllocatesNothing(t *testing.T) {
+	fd, w := pipe(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	one := []byte{1}
+	buf := make([]byte, 1)
+	parks, calls := 0, 0
+	// Allocated once, as the package comment asks of Do's function.
+	fn := func(raw int) error {
+		calls++
+		if calls == 1 {
+			// Nothing to read yet: make the fd readable, then report
+			// EAGAIN so that Do parks on the netpoller until it wakes
+			// for the new data.
+			unix.Write(w, one)
+			return unix.EAGAIN
+		}
+		_, err := unix.Read(raw, buf)
+		return err
+	}
+	wait := func() {
+		calls = 0
+		if err := fd.Do(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+		if calls == 2 {
+			parks++
+		}
+	}
+	wait() // registers ctx
+	if n := testing.AllocsPerRun(100, wait); n != 0 {
+		t.Errorf("a parked wait with a cancellable context: %v allocations", n)
+	}
+	if parks != 102 {
+		t.Fatalf("%d of 102 waits went through the netpoller's wait", parks)
+	}
+	// The registration still ends the wait when ctx ends.
+	errc := make(chan error, 1)
+	go func() { errc <- fd.Do(ctx, func(int) error { return unix.EAGAIN }) }()
+	waitParked(t, "pollfd.(*FD).do(")
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with a registered context cancelled: %v", err)
+	}
+}
+
+// A context that ends while no wait uses it leaves a deadline behind;
+// neither the next wait (with another context) nor TryRead may take it for
+// their own.
+func TestStaleContextDoesNotEndOtherWaits(t *testing.T) {
+	fd, w := pipe(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	unix.Write(w, []byte("a"))
+	if _, err := fd.Read(ctx, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(w, []byte("b"))
+	cancel() // registered, idle: sets the deadline
+	buf := make([]byte, 1)
+	if n, err := fd.TryRead(buf); n != 1 || err != nil || buf[0] != 'b' {
+		t.Fatalf("TryRead after an idle context ended: %d %v %q", n, err, buf)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := fd.Read(context.Background(), buf)
+		errc <- err
+	}()
+	waitParked(t, "pollfd.(*FD).do(")
+	unix.Write(w, []byte("c"))
+	if err := <-errc; err != nil || buf[0] != 'c' {
+		t.Fatalf("Read after an idle context ended: %v %q", err, buf)
+	}
+}
+
+// waitParked waits until a goroutine whose stack contains fn is parked on
+// the netpoller.
+func waitParked(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "runtime_pollWait") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine parked in %s:\n%s", fn, buf[:n])
+		}
+		runtime.Gosched()
 	}
 }
 
