@@ -51,26 +51,36 @@ type end struct {
 
 func setup(t *testing.T, id *cm.ID) *end {
 	t.Helper()
+	e, err := setupErr(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// setupErr is setup for goroutines other than the test's, which must not
+// call t.Fatal.
+func setupErr(id *cm.ID) (*end, error) {
 	dev := id.Context()
 	if dev == nil {
-		t.Fatal("ID not bound to a device")
+		return nil, errors.New("ID not bound to a device")
 	}
 	e := &end{id: id}
 	var err error
 	if e.pd, err = dev.AllocPD(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if e.cq, err = cq.New(dev, cq.Options{CQE: 16}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if e.qp, err = id.CreateQP(e.pd, qp.Options{SendCQ: e.cq, RecvCQ: e.cq,
 		Caps: qp.Caps{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if e.buf, err = mr.New(e.pd, 4096, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return e
+	return e, nil
 }
 
 func listen(t *testing.T, ch *cm.Channel, ps cm.PortSpace) (*cm.ID, netip.AddrPort) {
@@ -98,18 +108,26 @@ func listen(t *testing.T, ch *cm.Channel, ps cm.PortSpace) (*cm.ID, netip.AddrPo
 
 func dial(t *testing.T, ch *cm.Channel, ps cm.PortSpace, dst netip.AddrPort) *cm.ID {
 	t.Helper()
-	id, err := ch.CreateID(ps)
+	id, err := dialErr(timeout(t), ch, ps, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := timeout(t)
+	return id
+}
+
+// dialErr is dial for goroutines other than the test's.
+func dialErr(ctx context.Context, ch *cm.Channel, ps cm.PortSpace, dst netip.AddrPort) (*cm.ID, error) {
+	id, err := ch.CreateID(ps)
+	if err != nil {
+		return nil, err
+	}
 	if err := id.ResolveAddr(ctx, netip.AddrPort{}, dst); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := id.ResolveRoute(ctx); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return id
+	return id, nil
 }
 
 func TestConnectAcceptExchangeDisconnect(t *testing.T) {
@@ -132,7 +150,11 @@ func TestConnectAcceptExchangeDisconnect(t *testing.T) {
 			srvDone <- result{err: err}
 			return
 		}
-		s := setup(t, id)
+		s, err := setupErr(id)
+		if err != nil {
+			srvDone <- result{err: err}
+			return
+		}
 		// Post the receive before accepting.
 		if err := s.qp.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{{Addr: s.buf.IOVA(), Length: 64, LKey: s.buf.LKey()}}}}); err != nil {
 			srvDone <- result{err: err}
@@ -228,14 +250,18 @@ func TestRejectWithPrivateData(t *testing.T) {
 	srvCh, cliCh := channel(t), channel(t)
 	l, addr := listen(t, srvCh, cm.TCP)
 	cli := setup(t, dial(t, cliCh, cm.TCP, addr))
+	srvErr := make(chan error, 1)
 	go func() {
 		id, _, err := l.GetRequest(timeout(t))
 		if err == nil {
-			id.Reject([]byte("no-thanks"))
-			id.Close()
+			err = errors.Join(id.Reject([]byte("no-thanks")), id.Close())
 		}
+		srvErr <- err
 	}()
 	ev, err := cli.id.Connect(timeout(t), cm.ConnParam{})
+	if err := <-srvErr; err != nil {
+		t.Fatalf("server: %v", err)
+	}
 	if !errors.Is(err, cm.ErrRejected) || ev.Type != cm.EventRejected {
 		t.Fatalf("connect to a rejecting server: %v (%s)", err, ev.Type)
 	}
@@ -299,7 +325,11 @@ func TestManyConnections(t *testing.T) {
 				srvErr <- err
 				return
 			}
-			s := setup(t, id)
+			s, err := setupErr(id)
+			if err != nil {
+				srvErr <- err
+				return
+			}
 			if err := s.qp.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGList: []verbs.SGE{{Addr: s.buf.IOVA(), Length: 64, LKey: s.buf.LKey()}}}}); err != nil {
 				srvErr <- err
 				return
@@ -319,7 +349,16 @@ func TestManyConnections(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c := setup(t, dial(t, cliCh, cm.TCP, addr))
+			id, err := dialErr(timeout(t), cliCh, cm.TCP, addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			c, err := setupErr(id)
+			if err != nil {
+				errs <- err
+				return
+			}
 			if _, err := c.id.Connect(timeout(t), cm.ConnParam{}); err != nil {
 				errs <- err
 				return
@@ -394,28 +433,32 @@ func TestPrivateDataFraming(t *testing.T) {
 func TestServerDisconnects(t *testing.T) {
 	srvCh, cliCh := channel(t), channel(t)
 	l, addr := listen(t, srvCh, cm.TCP)
-	done := make(chan *end, 1)
+	type result struct {
+		e   *end
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
 		id, _, err := l.GetRequest(timeout(t))
 		if err != nil {
-			done <- nil
+			done <- result{err: err}
 			return
 		}
-		s := setup(t, id)
-		if err := id.Accept(timeout(t), cm.ConnParam{}); err != nil {
-			done <- nil
-			return
+		s, err := setupErr(id)
+		if err == nil {
+			err = id.Accept(timeout(t), cm.ConnParam{})
 		}
-		done <- s
+		done <- result{s, err}
 	}()
 	cli := setup(t, dial(t, cliCh, cm.TCP, addr))
 	if _, err := cli.id.Connect(timeout(t), cm.ConnParam{}); err != nil {
 		t.Fatal(err)
 	}
-	srv := <-done
-	if srv == nil {
-		t.Fatal("server side failed")
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("server side: %v", r.err)
 	}
+	srv := r.e
 	if err := srv.id.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +477,7 @@ func TestServerDisconnects(t *testing.T) {
 	if err := cli.qp.PostSend([]verbs.SendWR{{WRID: 99, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, InlineData: []byte("late")}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := testutil.Completions(t, cli.cq, 1)[0]; wc.Status != verbs.WCWRFlushErr || wc.WRID != 99 {
+	if wc := testutil.CompletionsAnyStatus(t, cli.cq, 1)[0]; wc.Status != verbs.WCWRFlushErr || wc.WRID != 99 {
 		t.Fatalf("after disconnect: %+v", wc)
 	}
 }

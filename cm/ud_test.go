@@ -30,7 +30,11 @@ func TestUDOverCM(t *testing.T) {
 			done <- res{err: err}
 			return
 		}
-		s := setup(t, id)
+		s, err := setupErr(id)
+		if err != nil {
+			done <- res{err: err}
+			return
+		}
 		if err := s.qp.PostRecv([]verbs.RecvWR{{WRID: 7, SGList: []verbs.SGE{{Addr: s.buf.IOVA(), Length: 40 + 256, LKey: s.buf.LKey()}}}}); err != nil {
 			done <- res{err: err}
 			return
@@ -76,10 +80,16 @@ func TestMigrate(t *testing.T) {
 	a, b := channel(t), channel(t)
 	l, addr := listen(t, a, cm.TCP)
 	cliCh := channel(t)
+	cliErr := make(chan error, 1)
 	go func() {
-		id := dial(t, cliCh, cm.TCP, addr)
-		setup(t, id)
-		id.Connect(timeout(t), cm.ConnParam{})
+		id, err := dialErr(timeout(t), cliCh, cm.TCP, addr)
+		if err == nil {
+			_, err = setupErr(id)
+		}
+		if err == nil {
+			_, err = id.Connect(timeout(t), cm.ConnParam{})
+		}
+		cliErr <- err
 	}()
 	// Wait until a request is queued on the listener, then migrate it.
 	id, _, err := l.GetRequest(timeout(t))
@@ -96,6 +106,9 @@ func TestMigrate(t *testing.T) {
 	// Events of the migrated ID now come through b.
 	if err := id.Accept(timeout(t), cm.ConnParam{}); err != nil {
 		t.Fatalf("accept on the migrated ID: %v", err)
+	}
+	if err := <-cliErr; err != nil {
+		t.Fatalf("client: %v", err)
 	}
 	// Closing the channel the ID came from leaves it, its QP and its
 	// device context alone.

@@ -13,7 +13,7 @@ import (
 func copyGenerator(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash is needed to run mkabi.sh")
+		t.Fatal("bash is needed to run mkabi.sh (and by make)")
 	}
 	dir := t.TempDir()
 	for _, f := range []string{"mkabi.sh", "uapi-headers.sh", "types_linux.go", "ztypes_linux.go", "zconsts_linux.go", "abi.pin"} {

@@ -569,9 +569,7 @@ func TestPingpongInProcessNoLeak(t *testing.T) {
 // our side and rdma-core's (GOVERBS_PINGPONG_BENCH=1; it asserts nothing
 // about the numbers).
 func TestPingpongBench(t *testing.T) {
-	if os.Getenv("GOVERBS_PINGPONG_BENCH") != "1" {
-		t.Skip("set GOVERBS_PINGPONG_BENCH=1")
-	}
+	testutil.SkipUnlessOptIn(t, "GOVERBS_PINGPONG_BENCH")
 	bed := newPPBed(t)
 	reps, _ := strconv.Atoi(os.Getenv("GOVERBS_PINGPONG_BENCH_REPS"))
 	reps = max(reps, 3)

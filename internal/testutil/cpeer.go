@@ -21,7 +21,7 @@ func BuildC(t testing.TB, name string, srcs ...string) string {
 	cmd := exec.Command(cc, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		if strings.Contains(string(b), "librpma.h") || strings.Contains(string(b), "cannot find -l") {
-			missing(t, "building %s needs librpma-dev: %s", name, b)
+			Unavailable(t, "building %s needs librpma-dev: %s", name, b)
 		}
 		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
 	}

@@ -147,9 +147,25 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 // QKey is the Q_Key of UD pairs.
 const QKey = 0x11111111
 
-// Completions polls c until it has n completions. It fails the test after
-// a generous guard time (the VM is slow; this only stops a hang).
+// Completions polls c until it has n completions and fails the test
+// unless every one of them succeeded: a test that posts valid work
+// requests must not pass on error completions. Use CompletionsAnyStatus
+// where errors are expected (and check their status).
 func Completions(t testing.TB, c *cq.CQ, n int) []verbs.WorkCompletion {
+	t.Helper()
+	wcs := CompletionsAnyStatus(t, c, n)
+	for i, wc := range wcs {
+		if wc.Status != verbs.WCSuccess {
+			t.Fatalf("completion %d of %d: status %v (WRID %d, vendor error %#x), want success", i+1, n, wc.Status, wc.WRID, wc.VendorErr)
+		}
+	}
+	return wcs
+}
+
+// CompletionsAnyStatus polls c until it has n completions, whatever their
+// status. It fails the test after a generous guard time (the VM is slow;
+// this only stops a hang).
+func CompletionsAnyStatus(t testing.TB, c *cq.CQ, n int) []verbs.WorkCompletion {
 	t.Helper()
 	out := make([]verbs.WorkCompletion, 0, n)
 	wc := make([]verbs.WorkCompletion, n)

@@ -26,13 +26,52 @@ const (
 // Required reports whether the environment demands a device.
 func Required() bool { return os.Getenv(EnvRequire) == "1" }
 
-// missing skips or fails the test, depending on Required.
-func missing(t testing.TB, format string, args ...any) {
+// Unavailable skips the test on a bare host and fails it when the device
+// is required: for anything the test bed provides (the device, its
+// address, rdma-core's tools, root's privileges). Tests never call t.Skip
+// themselves: see SkipUnlessCap for the one skip allowed on the test bed.
+func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	if Required() {
 		t.Fatalf("required by %s=1: "+format, append([]any{EnvRequire}, args...)...)
 	}
 	t.Skipf("no RDMA test bed: "+format, args...)
+}
+
+// CapabilityMarker begins the message of a skip for a capability the
+// test device lacks: the only skip hack/vm/check-integration-log.sh
+// accepts from a run on the test bed (besides OptInMarker's).
+const CapabilityMarker = "goverbs-skip: device lacks capability:"
+
+// OptInMarker begins the message of a skip of a measurement that runs
+// only when asked for (SkipUnlessOptIn).
+const OptInMarker = "goverbs-skip: opt-in measurement:"
+
+// SkipUnlessCap skips the test, on the test bed too, unless have: the
+// device lacks capability, which names it the way the device reports it
+// (for example "IBV_ODP_SUPPORT_WRITE in odp_caps.rc_odp_caps"). It is the
+// only skip a device test may take when the device is required; use it
+// only for what the device itself reports it cannot do.
+func SkipUnlessCap(t testing.TB, have bool, capability string) {
+	t.Helper()
+	if have {
+		return
+	}
+	if strings.TrimSpace(capability) == "" {
+		t.Fatal("SkipUnlessCap: name the missing capability")
+	}
+	t.Skip(capabilityMessage(capability))
+}
+
+func capabilityMessage(capability string) string { return CapabilityMarker + " " + capability }
+
+// SkipUnlessOptIn skips a measurement (not a check) unless the
+// environment variable env is "1".
+func SkipUnlessOptIn(t testing.TB, env string) {
+	t.Helper()
+	if os.Getenv(env) != "1" {
+		t.Skipf("%s set %s=1 to run it", OptInMarker, env)
+	}
 }
 
 // Device returns the device to test on: $GOVERBS_TEST_DEVICE, or else the
@@ -41,7 +80,7 @@ func Device(t testing.TB) verbs.Device {
 	t.Helper()
 	devs, err := verbs.Devices()
 	if err != nil {
-		missing(t, "listing devices: %v", err)
+		Unavailable(t, "listing devices: %v", err)
 	}
 	want := os.Getenv(EnvDevice)
 	for _, d := range devs {
@@ -51,9 +90,9 @@ func Device(t testing.TB) verbs.Device {
 		}
 	}
 	if want != "" {
-		missing(t, "device %q not found", want)
+		Unavailable(t, "device %q not found", want)
 	}
-	missing(t, "no RDMA device with a goverbs provider")
+	Unavailable(t, "no RDMA device with a goverbs provider")
 	return verbs.Device{}
 }
 
@@ -78,7 +117,7 @@ func Addr(t testing.TB) string {
 	if a := os.Getenv(EnvAddr); a != "" {
 		return a
 	}
-	missing(t, "%s not set", EnvAddr)
+	Unavailable(t, "%s not set", EnvAddr)
 	return ""
 }
 
@@ -88,7 +127,7 @@ func LookPath(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		missing(t, "%s not installed (hack/vm/install-deps.sh installs it)", name)
+		Unavailable(t, "%s not installed (hack/vm/install-deps.sh installs it)", name)
 	}
 	return p
 }
