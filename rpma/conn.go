@@ -536,12 +536,26 @@ func (c *Conn) Wait(ctx context.Context) (*CQ, bool, error) {
 	return which, which == c.rcq, nil
 }
 
+// sendDrainTimeout bounds how long Disconnect waits for the operations
+// already posted to leave (a peer that does not answer keeps them in
+// retries).
+const sendDrainTimeout = 2 * time.Second
+
 // Disconnect starts tearing the connection down (rpma_conn_disconnect);
-// both sides then see ConnClosed.
+// both sides then see ConnClosed. Operations posted before it go out
+// first: it waits (up to 2 s) until the device has sent them, then moves
+// the QP to the error state and disconnects. Without that wait, rxe on
+// kernels that send from a workqueue (6.12; 6.1 sends in the post) would
+// flush a SEND posted just before instead of delivering it, and a peer
+// waiting for that message would wait forever (C librpma's
+// rpma_conn_disconnect loses such a message there).
 func (c *Conn) Disconnect() error {
 	if c == nil {
 		return ErrInval
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
+	_ = c.q.WaitSent(ctx) // best effort: disconnect anyway
+	cancel()
 	return wrap(ErrProvider, c.id.Disconnect())
 }
 

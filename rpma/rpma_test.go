@@ -433,3 +433,59 @@ func TestHotPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// A message posted right before Disconnect reaches the peer. rxe on 6.1
+// sends in the post's doorbell; on 6.12 it only schedules its sender
+// there, and a QP moved to ERR before the sender ran flushed the message
+// instead (librpma's 08 example hung that way, C and Go alike), unless
+// Disconnect waits for it to leave. Each round has a fresh connection,
+// because the race is lost or won once per disconnect.
+func TestSendThenDisconnectDelivers(t *testing.T) {
+	p := newPeer(t)
+	srvBuf := alloc(t, p, 4096, rpma.UsageRecv)
+	cliBuf := alloc(t, p, 4096, rpma.UsageSend)
+	for round := range 10 {
+		c := connect(t, p, nil, nil, nil, nil,
+			func(r *rpma.ConnReq) {
+				if err := r.Recv(srvBuf, 0, 8, 77); err != nil {
+					t.Error(err)
+				}
+			}, nil)
+		binary.LittleEndian.PutUint64(cliBuf.Bytes(), uint64(round)+1000)
+		// Unsignaled, as 08's last message: only the peer can tell.
+		if err := c.cli.Send(cliBuf, 0, 8, rpma.OnError, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.cli.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		// A flushed message never comes: the context bounds the failure.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var wc [1]verbs.WorkCompletion
+		for {
+			n, err := c.srv.CQ().GetWC(wc[:])
+			if err == nil && n == 1 {
+				break
+			}
+			if !errors.Is(err, rpma.ErrNoCompletion) {
+				t.Fatal(err)
+			}
+			if err := c.srv.CQ().Wait(ctx); err != nil {
+				t.Fatalf("round %d: the message sent before Disconnect never arrived: %v", round, err)
+			}
+		}
+		cancel()
+		if wc[0].Status != verbs.WCSuccess || wc[0].WRID != 77 ||
+			binary.LittleEndian.Uint64(srvBuf.Bytes()) != uint64(round)+1000 {
+			t.Fatalf("round %d: %+v", round, wc[0])
+		}
+		if err := c.srv.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		for _, conn := range []*rpma.Conn{c.cli, c.srv} {
+			if ev, err := conn.NextEvent(tctx(t)); err != nil || ev != rpma.ConnClosed {
+				t.Fatalf("round %d: %v %v", round, ev, err)
+			}
+		}
+	}
+}

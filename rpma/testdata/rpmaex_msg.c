@@ -128,9 +128,23 @@ pingpong_client(const struct ex_args *a, int pre, const char *label, const char 
 			usleep(usec);
 	}
 	*b.send = DONE;
-	ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ON_ERROR, NULL);
-	/* 08's client ends the connection; 08srq's and 13's server does */
-	ret |= pre ? ex_close_active(&conn) : ex_close_passive(&conn);
+	if (pre) {
+		/*
+		 * 08's client ends the connection: librpma's example sends DONE
+		 * unsignaled and disconnects at once, which on rxe of kernels
+		 * that send from a workqueue (6.12) can flush DONE before it
+		 * leaves, so the server waits for it forever. Wait for it.
+		 */
+		ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ALWAYS, NULL);
+		struct ibv_wc wc;
+		if (ret == 0 && (ret = ex_wc(ex_cq(conn), &wc)) == 0)
+			ret = ex_check_wc(&wc, IBV_WC_SEND, "rpma_send");
+		ret |= ex_close_active(&conn);
+	} else {
+		/* 08srq's and 13's server ends the connection once it has DONE */
+		ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ON_ERROR, NULL);
+		ret |= ex_close_passive(&conn);
+	}
 	(void) rpma_peer_delete(&peer);
 	return ret ? -1 : 0;
 }
@@ -321,7 +335,10 @@ rcq_client(const struct ex_args *a, int scch)
 			usleep(usec);
 	}
 	*b.send = DONE;
-	ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ON_ERROR, NULL);
+	/* signaled and waited for before disconnecting: see pingpong_client */
+	ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ALWAYS, NULL);
+	if (ret == 0)
+		ret = rcq_wc(conn, scch, IBV_WC_SEND);
 	ret |= ex_close_active(&conn);
 	(void) rpma_conn_cfg_delete(&cfg);
 	(void) rpma_peer_delete(&peer);
