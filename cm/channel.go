@@ -69,22 +69,24 @@ func (ch *Channel) run(ctx context.Context) {
 	defer close(ch.done)
 	resp := new(uverbs.UcmEventResp)
 	req := uverbs.UcmGetEvent{Response: uverbs.Addr(unsafe.Pointer(resp))}
-	for {
-		err := ch.fd.Do(ctx, func(fd int) error {
-			// Reading and dispatching are one step under evMu, which
-			// Migrate holds around MIGRATE_ID: an event of a migrating ID
-			// is either taken and delivered before the move, or moved.
-			ch.evMu.Lock()
-			defer ch.evMu.Unlock()
-			err := uverbs.UcmaWrite(fd, "GET_EVENT", uverbs.RDMA_USER_CM_CMD_GET_EVENT, &req, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
-			if err == nil {
-				if testHookEventRead != nil {
-					testHookEventRead()
-				}
-				ch.dispatch(resp)
+	// One function for every read: a waiting Do allocates nothing.
+	next := func(fd int) error {
+		// Reading and dispatching are one step under evMu, which
+		// Migrate holds around MIGRATE_ID: an event of a migrating ID
+		// is either taken and delivered before the move, or moved.
+		ch.evMu.Lock()
+		defer ch.evMu.Unlock()
+		err := uverbs.UcmaWrite(fd, "GET_EVENT", uverbs.RDMA_USER_CM_CMD_GET_EVENT, &req, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
+		if err == nil {
+			if testHookEventRead != nil {
+				testHookEventRead()
 			}
-			return err
-		})
+			ch.dispatch(resp)
+		}
+		return err
+	}
+	for {
+		err := ch.fd.Do(ctx, next)
 		if err != nil {
 			if ctx.Err() == nil {
 				ch.runErr = fmt.Errorf("cm: reading events: %w", err)

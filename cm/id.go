@@ -52,13 +52,18 @@ func (ps PortSpace) String() string {
 // the synchronous helpers (ResolveAddr, Connect, Accept, …) consume the
 // ones they wait for.
 type ID struct {
-	ch       *Channel
 	handle   uint32
 	uid      uint64
 	ps       PortSpace
 	listener *ID
 
-	mu        sync.Mutex
+	// opMu is held for reading by every command on the ID's channel and
+	// for writing by Migrate and Close, so that no command goes to the
+	// file of a channel the ID is leaving or has left.
+	opMu sync.RWMutex
+
+	mu        sync.Mutex // guards ch and the fields below
+	ch        *Channel
 	queue     []Event
 	notify    chan struct{}
 	closed    bool
@@ -92,7 +97,7 @@ func (ch *Channel) CreateID(ps PortSpace) (*ID, error) {
 	ch.mu.Lock()
 	if ch.closed {
 		ch.mu.Unlock()
-		id.destroy()
+		id.destroy(ch)
 		return nil, ErrClosed
 	}
 	ch.ids[uid] = id
@@ -101,7 +106,11 @@ func (ch *Channel) CreateID(ps PortSpace) (*ID, error) {
 }
 
 // Channel returns the ID's event channel.
-func (id *ID) Channel() *Channel { return id.ch }
+func (id *ID) Channel() *Channel {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.ch
+}
 
 // PortSpace returns the ID's port space.
 func (id *ID) PortSpace() PortSpace { return id.ps }
@@ -169,6 +178,8 @@ func (id *ID) expect(ctx context.Context, want EventType) (Event, error) {
 
 // ucma issues an rdma_cm command for id on its channel's fd.
 func ucma[T any](id *ID, op string, cmd uint32, req *T, resp unsafe.Pointer, respLen uintptr) error {
+	id.opMu.RLock()
+	defer id.opMu.RUnlock()
 	id.mu.Lock()
 	closed, ch := id.closed, id.ch
 	id.mu.Unlock()
@@ -733,7 +744,10 @@ func (id *ID) SetReuseAddr(on bool) error {
 func (id *ID) SetTOS(tos uint8) error { return id.SetOption(OptionTOS, []byte{tos}) }
 
 // Migrate moves the ID, with its queued events, to another channel.
+// Commands on the ID wait for it; Close of the ID too.
 func (id *ID) Migrate(to *Channel) error {
+	id.opMu.Lock()
+	defer id.opMu.Unlock()
 	id.mu.Lock()
 	closed, from := id.closed, id.ch
 	id.mu.Unlock()
@@ -757,19 +771,20 @@ func (id *ID) Migrate(to *Channel) error {
 	to.ids[id.uid] = id
 	to.mu.Unlock()
 	var resp uverbs.UcmMigrateResp
-	var err error
-	from.raw(func(oldfd int) error {
+	// The command goes to the new file and names the old one: both must
+	// be open for its whole duration, and a failure of either (a closed
+	// channel among them) is Migrate's.
+	err := from.raw(func(oldfd int) error {
 		req := uverbs.UcmMigrateID{Response: uverbs.Addr(unsafe.Pointer(&resp)), Id: id.handle, Fd: uint32(oldfd)}
-		err = to.raw(func(newfd int) error {
+		return to.raw(func(newfd int) error {
 			return uverbs.UcmaWrite(newfd, "MIGRATE_ID", uverbs.RDMA_USER_CM_CMD_MIGRATE_ID, &req, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 		})
-		return nil
 	})
 	if err != nil {
 		to.mu.Lock()
 		delete(to.ids, id.uid)
 		to.mu.Unlock()
-		return fmt.Errorf("cm: %w", err)
+		return fmt.Errorf("cm: migrate: %w", err)
 	}
 	from.mu.Lock()
 	delete(from.ids, id.uid)
@@ -783,10 +798,11 @@ func (id *ID) Migrate(to *Channel) error {
 	return nil
 }
 
-func (id *ID) destroy() (uint32, error) {
+// destroy destroys the kernel's ID through ch, the ID's channel.
+func (id *ID) destroy(ch *Channel) (uint32, error) {
 	var resp uverbs.UcmDestroyIDResp
 	req := uverbs.UcmDestroyID{Response: uverbs.Addr(unsafe.Pointer(&resp)), Id: id.handle}
-	err := id.ch.raw(func(fd int) error {
+	err := ch.raw(func(fd int) error {
 		return uverbs.UcmaWrite(fd, "DESTROY_ID", uverbs.RDMA_USER_CM_CMD_DESTROY_ID, &req, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	})
 	return resp.Reported, err
@@ -795,13 +811,15 @@ func (id *ID) destroy() (uint32, error) {
 // Close destroys the ID's QP (if CreateQP made one) and the ID. Events
 // still queued for it are dropped.
 func (id *ID) Close() error {
+	id.opMu.Lock()
+	defer id.opMu.Unlock()
 	id.mu.Lock()
 	if id.closed {
 		id.mu.Unlock()
 		return nil
 	}
 	id.closed = true
-	q := id.qp
+	q, ch := id.qp, id.ch
 	id.qp = nil
 	id.queue = nil
 	id.mu.Unlock()
@@ -809,7 +827,7 @@ func (id *ID) Close() error {
 	if q != nil {
 		errs = append(errs, q.Close())
 	}
-	if _, err := id.destroy(); err != nil {
+	if _, err := id.destroy(ch); err != nil {
 		errs = append(errs, fmt.Errorf("cm: %w", err))
 	}
 	id.mu.Lock()
@@ -819,9 +837,9 @@ func (id *ID) Close() error {
 	if ref {
 		errs = append(errs, releaseDevice(dev))
 	}
-	id.ch.mu.Lock()
-	delete(id.ch.ids, id.uid)
-	id.ch.mu.Unlock()
+	ch.mu.Lock()
+	delete(ch.ids, id.uid)
+	ch.mu.Unlock()
 	select {
 	case id.notify <- struct{}{}: // wake a waiter
 	default:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package cm_test
+
+const raceBuild = false
