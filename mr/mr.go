@@ -102,7 +102,8 @@ type MR struct {
 	rkey   uint32
 	iova   uint64
 	access Access
-	mem    []byte  // keeps caller memory reachable while registered
+	size   int
+	mem    []byte  // keeps caller memory reachable while registered; guarded by mu
 	owned  *Buffer // memory New allocated, freed by Close
 	track  uint64
 
@@ -162,7 +163,7 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	if err := ctx.Do(&r); err != nil {
 		return nil, explain(err, len(mem))
 	}
-	m := &MR{pd: pd, handle: resp.Handle, lkey: resp.Lkey, rkey: resp.Rkey, iova: iova, access: access, mem: mem}
+	m := &MR{pd: pd, handle: resp.Handle, lkey: resp.Lkey, rkey: resp.Rkey, iova: iova, access: access, size: len(mem), mem: mem}
 	t, err := ctx.Track(verbs.KindMR, m)
 	if err != nil {
 		m.dereg()
@@ -208,10 +209,16 @@ func (m *MR) IOVA() uint64 { return m.iova }
 func (m *MR) Access() Access { return m.access }
 
 // Len is the length of the region.
-func (m *MR) Len() int { return len(m.mem) }
+func (m *MR) Len() int { return m.size }
 
-// Bytes returns the registered memory.
-func (m *MR) Bytes() []byte { return m.mem }
+// Bytes returns the registered memory, or nil after Close. It is safe to
+// call concurrently with Close, but memory New allocated is unmapped by
+// Close: do not use a slice Bytes returned once Close may have run.
+func (m *MR) Bytes() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mem
+}
 
 // Handle is the kernel handle of the MR.
 func (m *MR) Handle() uint32 { return m.handle }

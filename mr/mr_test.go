@@ -248,3 +248,35 @@ func memlockAdvice(t *testing.T, p *verbs.PD) string {
 	}
 	return ""
 }
+
+// Bytes may run while another goroutine closes the MR: no data race (run
+// with -race), and nil once Close has returned.
+func TestBytesConcurrentWithClose(t *testing.T) {
+	p := pd(t)
+	for range 20 {
+		m, err := mr.New(p, 4096, mr.LocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 100 {
+				if b := m.Bytes(); b != nil && len(b) != 4096 {
+					t.Errorf("Bytes: %d bytes", len(b))
+					return
+				}
+			}
+		}()
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if m.Bytes() != nil {
+			t.Fatal("Bytes after Close is not nil")
+		}
+		if m.Len() != 4096 {
+			t.Fatalf("Len after Close: %d", m.Len())
+		}
+	}
+}

@@ -200,8 +200,8 @@ func checkBind(w *MW, m *MR, addr, length uint64, access Access) error {
 		return fmt.Errorf("%w: the MR is zero based", ErrBadMWBind)
 	case access&(RemoteWrite|RemoteAtomic) != 0 && m.access&LocalWrite == 0:
 		return fmt.Errorf("%w: a writable window needs an MR with LocalWrite", ErrBadMWBind)
-	case addr < m.iova || addr+length < addr || addr+length > m.iova+uint64(len(m.mem)):
-		return fmt.Errorf("%w: [%#x, +%d) is outside the MR [%#x, +%d)", ErrBadMWBind, addr, length, m.iova, len(m.mem))
+	case addr < m.iova || addr+length < addr || addr+length > m.iova+uint64(m.size):
+		return fmt.Errorf("%w: [%#x, +%d) is outside the MR [%#x, +%d)", ErrBadMWBind, addr, length, m.iova, m.size)
 	}
 	return nil
 }
