@@ -62,6 +62,16 @@ type CQ struct {
 	closed bool
 
 	events atomic.Uint64 // completion events received
+
+	// Wait's context: the caller's, ended also by Close, kept for the
+	// next Wait with the same caller's context (so waits allocate
+	// nothing). Guarded by waitMu.
+	waitMu     sync.Mutex
+	closing    context.Context // done once Close has destroyed the CQ
+	endWaits   context.CancelFunc
+	waitParent <-chan struct{} // Done of the caller's context
+	waitCtx    context.Context
+	waitEnd    func()
 }
 
 // ErrBadCQE is returned for a capacity outside what the device supports.
@@ -79,6 +89,7 @@ func New(ctx *verbs.Context, opts Options) (*CQ, error) {
 		return nil, errors.New("cq: completion channel belongs to another context")
 	}
 	c := &CQ{ctx: ctx, ch: opts.Channel}
+	c.closing, c.endWaits = context.WithCancel(context.Background())
 	track, err := ctx.Track(verbs.KindCQ, c)
 	if err != nil {
 		return nil, fmt.Errorf("cq: create: %w", err)
@@ -221,17 +232,19 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 // the CQ never waits.
 func (c *CQ) Events() uint64 { return c.events.Load() }
 
-// Wait blocks until the CQ has a completion to poll, or ctx ends. It arms
-// the CQ, returns at once if completions are already queued (closing the
-// race with completions that arrived before arming), and otherwise waits on
-// the channel. Events it reads for other CQs sharing the channel stay
-// queued on the channel, in order, for their Wait or for WaitChannel. Wait
-// from one goroutine per channel: the kernel hands each event to whichever
-// reader comes first.
+// Wait blocks until the CQ has a completion to poll, or ctx ends, or the
+// CQ is closed (ErrClosed). It arms the CQ, returns at once if
+// completions are already queued (closing the race with completions that
+// arrived before arming), and otherwise waits on the channel. Events it
+// reads for other CQs sharing the channel stay queued on the channel, in
+// order, for their Wait or for WaitChannel. Wait from one goroutine per
+// channel: the kernel hands each event to whichever reader comes first.
+// Waits that reuse one context allocate nothing after the first.
 func (c *CQ) Wait(ctx context.Context) error {
 	if c.ch == nil {
 		return errors.New("cq: wait: the CQ has no completion channel")
 	}
+	wctx := c.waitContext(ctx)
 	mine := func(h uint64) bool { return h == c.track }
 	for {
 		if _, ok := c.ch.Take(mine); ok {
@@ -243,10 +256,32 @@ func (c *CQ) Wait(ctx context.Context) error {
 		if c.Pending() {
 			return nil
 		}
-		if err := readEvents(ctx, c.ch); err != nil {
+		if err := readEvents(wctx, c.ch); err != nil {
+			if c.closing.Err() != nil {
+				return fmt.Errorf("cq: wait: %w", verbs.ErrClosed)
+			}
 			return err
 		}
 	}
+}
+
+// waitContext returns a context that ends when ctx does or when Close
+// destroys the CQ, reusing the one made for the previous Wait if it had
+// the same ctx.
+func (c *CQ) waitContext(ctx context.Context) context.Context {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	if c.waitCtx != nil && c.waitParent == ctx.Done() {
+		return c.waitCtx
+	}
+	if c.waitEnd != nil {
+		c.waitEnd()
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.closing, cancel)
+	c.waitCtx, c.waitParent = wctx, ctx.Done()
+	c.waitEnd = func() { stop(); cancel() }
+	return wctx
 }
 
 // readEvents blocks until the channel has events, drains them, counts
@@ -345,6 +380,13 @@ func (c *CQ) Close() error {
 	}
 	c.closed = true
 	c.ctx.Untrack(c.track)
+	c.endWaits() // a goroutine in Wait returns ErrClosed
+	c.waitMu.Lock()
+	if c.waitEnd != nil {
+		c.waitEnd()
+		c.waitCtx, c.waitEnd = nil, nil
+	}
+	c.waitMu.Unlock()
 	err := uverbs.Munmap(c.ring.Mem())
 	c.ring = nil
 	return err

@@ -136,7 +136,7 @@ func TestWaitOnChannel(t *testing.T) {
 	// arming, it must return.)
 	done := make(chan error, 1)
 	go func() { done <- c.Wait(context.Background()) }()
-	time.Sleep(20 * time.Millisecond)
+	testutil.WaitParked(t, "cq.(*CQ).Wait")
 	write(t, p, 1, true)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -391,5 +391,66 @@ func waitQueued(t *testing.T, c *cq.CQ, n int) {
 			t.Fatalf("%d of %d completions queued", c.Queued(), n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Close releases a goroutine parked in Wait with ErrClosed, at once, not
+// when its context ends.
+func TestCloseReleasesWait(t *testing.T) {
+	ctx := testutil.Open(t)
+	ch, err := ctx.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cq.New(ctx, cq.Options{CQE: 4, Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := timeout(t)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait(wctx) }()
+	testutil.WaitParked(t, "cq.(*CQ).Wait")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, verbs.ErrClosed) || wctx.Err() != nil {
+		t.Fatalf("Wait parked when its CQ closed: %v (context: %v), want ErrClosed", err, wctx.Err())
+	}
+	if err := c.Wait(wctx); !errors.Is(err, verbs.ErrClosed) {
+		t.Fatalf("Wait on a closed CQ: %v", err)
+	}
+}
+
+// Closing a completion channel releases a goroutine parked on it with
+// verbs.ErrClosed, the one closed error.
+func TestChannelCloseReleasesWaitChannel(t *testing.T) {
+	ctx := testutil.Open(t)
+	ch, err := ctx.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cq.New(ctx, cq.Options{CQE: 4, Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	wctx := timeout(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cq.WaitChannel(wctx, ch)
+		done <- err
+	}()
+	testutil.WaitParked(t, "cq.WaitChannel")
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, verbs.ErrClosed) || wctx.Err() != nil {
+		t.Fatalf("WaitChannel parked when its channel closed: %v (context: %v), want verbs.ErrClosed", err, wctx.Err())
+	}
+	if _, err := cq.WaitChannel(wctx, ch); !errors.Is(err, verbs.ErrClosed) {
+		t.Fatalf("WaitChannel on a closed channel: %v", err)
 	}
 }

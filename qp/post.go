@@ -107,6 +107,26 @@ func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
 		if wr.RemoteAddr%8 != 0 || wr.InlineData != nil || len(wr.SGList) != 1 || wr.SGList[0].Length != 8 {
 			return 0, verbs.ErrBadAtomic
 		}
+	case verbs.WRFlush, verbs.WRAtomicWrite:
+		// RC only, no local memory, and only on a device that reports
+		// the capability: 6.1's rxe has no such opcodes and indexes its
+		// table unchecked.
+		if q.typ != RC {
+			return 0, verbs.ErrBadOpcode
+		}
+		if wr.InlineData != nil || len(wr.SGList) != 0 {
+			return 0, verbs.ErrBadOpcode
+		}
+		if wr.Opcode == verbs.WRAtomicWrite && wr.RemoteAddr%8 != 0 {
+			return 0, verbs.ErrBadAtomic
+		}
+		if wr.Opcode == verbs.WRFlush && wr.FlushLevel != verbs.FlushRange && wr.FlushLevel != verbs.FlushMR {
+			return 0, verbs.ErrBadOpcode
+		}
+		if err := q.pd.Context().CheckWR(wr.Opcode, wr.FlushPlacement); err != nil {
+			return 0, err
+		}
+		return 0, nil
 	case verbs.WRLocalInv, verbs.WRBindMW:
 		// Local operations: rxe allows LOCAL_INV on RC and BIND_MW on
 		// RC and UC QPs; they carry no data.

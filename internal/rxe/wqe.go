@@ -33,6 +33,10 @@ const (
 	offMWRKey      = offWR + 20 // wr.mw.mw_rkey
 	offMWNewRKey   = offWR + 24 // wr.mw.rkey
 	offMWAccess    = offWR + 28 // wr.mw.access
+	offFlushLength = offWR + 8  // wr.flush.length
+	offFlushRKey   = offWR + 12 // wr.flush.rkey
+	offFlushType   = offWR + 16 // wr.flush.type (u8)
+	offFlushLevel  = offWR + 17 // wr.flush.level (u8)
 )
 
 // SendWQESize is the element size the kernel uses for a send queue with
@@ -103,6 +107,17 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 		put64(offCompareAdd, wr.CompareAdd)
 		put64(offSwap, wr.Swap)
 		put32(offAtomicRKey, wr.RKey)
+		w.Iova = wr.RemoteAddr
+	case verbs.WRFlush:
+		put64(offRemoteAddr, wr.RemoteAddr)
+		put32(offFlushLength, wr.FlushLength)
+		put32(offFlushRKey, wr.RKey)
+		*(*uint8)(unsafe.Add(elem, offFlushType)) = uint8(wr.FlushPlacement)
+		*(*uint8)(unsafe.Add(elem, offFlushLevel)) = uint8(wr.FlushLevel)
+		w.Iova = wr.RemoteAddr
+	case verbs.WRAtomicWrite:
+		put64(offRemoteAddr, wr.RemoteAddr)
+		put32(offRDMARKey, wr.RKey)
 		w.Iova = wr.RemoteAddr
 	case verbs.WRBindMW:
 		put64(offMWAddr, wr.Bind.Addr)
