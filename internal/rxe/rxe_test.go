@@ -3,8 +3,11 @@ package rxe
 import (
 	"encoding/binary"
 	"reflect"
+	"runtime/debug"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
@@ -111,27 +114,92 @@ func TestNewQueueRejectsBadHeaders(t *testing.T) {
 }
 
 // FuzzPollCQ: whatever the kernel-shared memory holds (indices, header),
-// polling never reads outside the mapping, never panics, and returns at
-// most what the caller has room for.
+// polling never reads or writes outside the ring, never panics, and
+// returns at most what the caller has room for. The ring sits between
+// inaccessible guard pages, once flush with the lower guard and once with
+// the upper one, so any access outside it faults (TestGuardedFaults shows
+// that it does), and the fault fails the input.
 func FuzzPollCQ(f *testing.F) {
 	f.Add(uint32(7), uint32(15), uint32(3), uint32(9), 4)
 	f.Add(uint32(7), uint32(1), uint32(0), uint32(0xffffffff), 1)
+	f.Add(uint32(6), uint32(3), uint32(0xfffffffe), uint32(2), 64)
 	f.Fuzz(func(t *testing.T, log2, mask, cons, prod uint32, room int) {
 		if log2 > 12 || mask > 1<<10 || room < 0 || room > 64 {
 			return
 		}
-		mem := make([]byte, int(offData)+int(mask+1)<<log2)
-		binary.NativeEndian.PutUint32(mem[0:], log2)
-		binary.NativeEndian.PutUint32(mem[4:], mask)
-		q, err := NewQueue(mem, 48)
-		if err != nil {
-			return
-		}
-		binary.NativeEndian.PutUint32(mem[offConsumer:], cons)
-		binary.NativeEndian.PutUint32(mem[offProducer:], prod)
-		wc := make([]verbs.WorkCompletion, room)
-		if n := PollCQ(q, wc); n < 0 || n > room {
-			t.Fatalf("polled %d into %d", n, room)
+		for _, atEnd := range []bool{false, true} {
+			mem := guarded(t, int(offData)+int(mask+1)<<log2, atEnd)
+			binary.NativeEndian.PutUint32(mem[0:], log2)
+			binary.NativeEndian.PutUint32(mem[4:], mask)
+			q, err := NewQueue(mem, 48)
+			if err != nil {
+				return
+			}
+			binary.NativeEndian.PutUint32(mem[offConsumer:], cons)
+			binary.NativeEndian.PutUint32(mem[offProducer:], prod)
+			wc := make([]verbs.WorkCompletion, room)
+			n, fault := pollCatchingFaults(q, wc)
+			if fault != nil {
+				t.Fatalf("log2 %d mask %#x consumer %#x producer %#x room %d: polling touched memory outside the ring: %v",
+					log2, mask, cons, prod, room, fault)
+			}
+			if n < 0 || n > room {
+				t.Fatalf("polled %d into %d", n, room)
+			}
 		}
 	})
+}
+
+// pollCatchingFaults polls, turning a memory fault into an error.
+func pollCatchingFaults(q *Queue, wc []verbs.WorkCompletion) (n int, fault any) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() { fault = recover() }()
+	return PollCQ(q, wc), nil
+}
+
+// guarded maps n bytes between two inaccessible pages: flush with the
+// upper one when atEnd, else with the lower one.
+func guarded(t testing.TB, n int, atEnd bool) []byte {
+	t.Helper()
+	page := unix.Getpagesize()
+	data := (n + page - 1) / page * page
+	m, err := unix.Mmap(-1, 0, data+2*page, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	if err := unix.Mprotect(m[page:page+data], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		t.Fatal(err)
+	}
+	off := page
+	if atEnd {
+		off = page + data - n
+	}
+	return m[off : off+n : off+n]
+}
+
+// sink keeps TestGuardedFaults' reads from being optimized away.
+var sink byte
+
+// The guard pages FuzzPollCQ relies on do fault: a read one byte before
+// or after the guarded memory is caught.
+func TestGuardedFaults(t *testing.T) {
+	for _, atEnd := range []bool{false, true} {
+		mem := guarded(t, 1000, atEnd)
+		p := unsafe.Pointer(&mem[0])
+		for _, off := range []int{-1, len(mem)} {
+			if atEnd != (off > 0) {
+				continue // within the page, not the guard
+			}
+			fault := func() (fault any) {
+				defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+				defer func() { fault = recover() }()
+				sink = *(*byte)(unsafe.Add(p, off))
+				return nil
+			}()
+			if fault == nil {
+				t.Errorf("reading byte %d of a %d-byte guarded mapping (flush with the %s guard) did not fault", off, len(mem), map[bool]string{false: "lower", true: "upper"}[atEnd])
+			}
+		}
+	}
 }
