@@ -31,6 +31,10 @@ type Context struct {
 	numCompVectors int
 	coreSupport    uint64
 
+	capsOnce sync.Once // CapFlags
+	caps     uint64
+	capsErr  error
+
 	mu      sync.Mutex
 	closed  bool
 	next    uint64

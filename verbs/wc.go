@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"strconv"
 	"unsafe"
+
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 // WCStatus is the status of a work completion (enum ibv_wc_status).
@@ -66,6 +68,8 @@ const (
 	WCBindMW          WCOpcode = 5
 	WCLocalInv        WCOpcode = 6
 	WCTSO             WCOpcode = 7
+	WCFlush           WCOpcode = uverbs.IB_UVERBS_WC_FLUSH        // an RDMA FLUSH completed
+	WCAtomicWrite     WCOpcode = uverbs.IB_UVERBS_WC_ATOMIC_WRITE // an ATOMIC WRITE completed
 	WCRecv            WCOpcode = 128
 	WCRecvRDMAWithImm WCOpcode = 129
 )
@@ -88,6 +92,10 @@ func (o WCOpcode) String() string {
 		return "LOCAL_INV"
 	case WCTSO:
 		return "TSO"
+	case WCFlush:
+		return "FLUSH"
+	case WCAtomicWrite:
+		return "ATOMIC_WRITE"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAWithImm:

@@ -3,6 +3,8 @@ package verbs
 import (
 	"io"
 	"strconv"
+
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 // SGE is a scatter/gather element: Length bytes at Addr, in the IOVA space
@@ -29,6 +31,14 @@ const (
 	WRLocalInv          WROpcode = 7
 	WRBindMW            WROpcode = 8
 	WRSendWithInv       WROpcode = 9
+	// WRFlush makes earlier writes to a remote range (or a whole MR)
+	// visible or persistent at the target (RDMA FLUSH). Devices with
+	// DeviceCapFlushGlobal or DeviceCapFlushPersistent take it on RC QPs.
+	WRFlush WROpcode = uverbs.IB_UVERBS_WR_FLUSH
+	// WRAtomicWrite writes 8 bytes to the remote address as one atomic
+	// access (ATOMIC WRITE). Devices with DeviceCapAtomicWrite take it on
+	// RC QPs.
+	WRAtomicWrite WROpcode = uverbs.IB_UVERBS_WR_ATOMIC_WRITE
 )
 
 func (o WROpcode) String() string {
@@ -53,6 +63,10 @@ func (o WROpcode) String() string {
 		return "BIND_MW"
 	case WRSendWithInv:
 		return "SEND_WITH_INV"
+	case WRFlush:
+		return "FLUSH"
+	case WRAtomicWrite:
+		return "ATOMIC_WRITE"
 	}
 	return "WROpcode(" + strconv.Itoa(int(o)) + ")"
 }
@@ -99,7 +113,37 @@ type SendWR struct {
 	RemoteQKey uint32
 	// Bind describes the window and range of a BIND_MW work request.
 	Bind MWBind
+	// FLUSH: what to make durable (FlushPlacement, one of the placement
+	// types) and how much of the remote region: FlushRange flushes
+	// FlushLength bytes at RemoteAddr, FlushMR the whole memory region
+	// of RKey. No local memory (SGList, InlineData) is involved.
+	FlushPlacement PlacementType
+	FlushLevel     FlushSelectivity
+	FlushLength    uint32
+	// AtomicData is what ATOMIC_WRITE stores at RemoteAddr (8-byte
+	// aligned), byte for byte; no local memory is involved.
+	AtomicData [8]byte
 }
+
+// PlacementType is the placement type of an RDMA FLUSH (IBA A19.4.1.1):
+// where the flushed data must have arrived when the FLUSH completes.
+type PlacementType uint8
+
+// Placement types; a FLUSH names exactly one.
+const (
+	FlushGlobal     PlacementType = uverbs.IB_FLUSH_GLOBAL     // globally visible
+	FlushPersistent PlacementType = uverbs.IB_FLUSH_PERSISTENT // persistent
+)
+
+// FlushSelectivity is the selectivity level of an RDMA FLUSH (IBA
+// A19.4.1.2).
+type FlushSelectivity uint8
+
+// Selectivity levels.
+const (
+	FlushRange FlushSelectivity = uverbs.IB_FLUSH_RANGE // FlushLength bytes at RemoteAddr
+	FlushMR    FlushSelectivity = uverbs.IB_FLUSH_MR    // the whole memory region of RKey
+)
 
 // MWBind is the operand of a BIND_MW work request: it binds the memory
 // window whose rkey is MWRKey to Length bytes at Addr (in the IOVA space)
