@@ -56,10 +56,13 @@ type CQ struct {
 	handle uint32
 	track  uint64
 
-	mu     sync.Mutex // guards ring, cqe and closed against Poll/Resize/Close
-	ring   *rxe.Queue
-	cqe    int
-	closed bool
+	mu   sync.Mutex // guards ring, cqe and closed against Resize/Close
+	ring *rxe.Queue // written under mu and pollLock; Poll reads it under pollLock
+	// pollLock is Poll's one lock and close guard: Resize holds it across
+	// RESIZE_CQ and the remap, Close closes it.
+	pollLock rxe.Lock
+	cqe      int
+	closed   bool
 
 	events atomic.Uint64 // completion events received
 
@@ -180,13 +183,14 @@ func (c *CQ) CQE() int {
 // For a completion whose Status is not WCSuccess only WRID, Status, QPNum
 // and VendorErr are valid.
 func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	// One compare-and-swap to lock (refused once closed), one release
+	// store of the consumer index when something was polled, one release
+	// store to unlock: on amd64 only the first is a locked instruction.
+	if !c.pollLock.Lock() {
 		return 0, verbs.ErrClosed
 	}
 	n := rxe.PollCQ(c.ring, wc)
-	c.mu.Unlock()
+	c.pollLock.Unlock()
 	return n, nil
 }
 
@@ -346,6 +350,14 @@ func (c *CQ) Resize(cqe int) error {
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
+	// No Poll from here to the swap: the kernel copies the completions
+	// between the consumer and producer indices of the old ring into the
+	// new one, so a completion polled from the old ring meanwhile would
+	// be delivered twice (rdma-core holds the CQ's lock the same way).
+	if !c.pollLock.Lock() {
+		return verbs.ErrClosed
+	}
+	defer c.pollLock.Unlock()
 	if err := c.ctx.Do(&r); err != nil {
 		return fmt.Errorf("cq: resize to %d: %w", cqe, err)
 	}
@@ -387,6 +399,9 @@ func (c *CQ) Close() error {
 		c.waitCtx, c.waitEnd = nil, nil
 	}
 	c.waitMu.Unlock()
+	if c.pollLock.Lock() { // wait for a Poll in progress; refuse later ones
+		c.pollLock.CloseUnlock()
+	}
 	err := uverbs.Munmap(c.ring.Mem())
 	c.ring = nil
 	return err

@@ -114,12 +114,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 		return fmt.Errorf("qp: modify %s QP %d (mask %#x): %w", q.typ, q.qpn, uint32(mask), err)
 	}
 	if mask&MaskState != 0 {
-		q.state = attr.State
-		if attr.State == Reset {
-			q.sqMu.Lock()
-			q.ssn = 0
-			q.sqMu.Unlock()
-		}
+		q.setState(attr.State)
 	}
 	return nil
 }

@@ -16,8 +16,10 @@ type (
 // for the list. It allocates nothing. On failure the returned
 // *verbs.PostError names the first work request not posted; those before
 // it were posted (and the doorbell rung for them). A full send queue is
-// verbs.ErrQueueFull, never an overwrite. (The one exception to "nothing":
-// the first BIND_MW of a window through this QP records the window.)
+// verbs.ErrQueueFull, never an overwrite; that error, and those of a
+// closed QP or a QP in the wrong state, are shared values that cost no
+// allocation (do not modify them). (The one exception to "nothing": the
+// first BIND_MW of a window through this QP records the window.)
 //
 // If only ringing the doorbell fails (Index 0 with the system call's
 // error, e.g. uverbs.ErrForeignCredentials), the work requests are queued
@@ -27,21 +29,17 @@ type (
 // Data in InlineData is copied into the queue; SGList memory must stay
 // registered and untouched until the completion.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
-	q.mu.Lock()
-	state, closed := q.state, q.closed
-	q.mu.Unlock()
-	if closed {
-		return &verbs.PostError{Op: "qp: post send", Err: verbs.ErrClosed}
+	// The one lock of the post: it also refuses posts once Close began.
+	if !q.sqLock.Lock() {
+		return sendErrors.Closed()
 	}
-	if state != RTS && state != Error && state != SQD && state != SQE {
-		return &verbs.PostError{Op: "qp: post send", Err: verbs.ErrQPState}
+	switch State(q.postState.Load()) {
+	case RTS, Error, SQD, SQE:
+	default:
+		q.sqLock.Unlock()
+		return sendErrors.State()
 	}
-	q.sqMu.Lock()
-	defer q.sqMu.Unlock()
 	sq := q.sq
-	if sq == nil {
-		return &verbs.PostError{Op: "qp: post send", Err: verbs.ErrClosed}
-	}
 	free := sq.Free()
 	p := sq.ProducerIndex()
 	var err error
@@ -50,11 +48,11 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		wr := &wrs[i]
 		ahNum, verr := q.validateSend(wr)
 		if verr != nil {
-			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verr}
+			err = sendErrors.At(i, verr)
 			break
 		}
 		if uint32(i) >= free {
-			err = &verbs.PostError{Op: "qp: post send", Index: i, Err: verbs.ErrQueueFull}
+			err = sendErrors.Full(i)
 			break
 		}
 		if w := wr.Bind.Window; w != nil && (wr.Opcode == verbs.WRBindMW || wr.Opcode == verbs.WRLocalInv) {
@@ -66,17 +64,24 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		n++
 	}
 	if n == 0 {
+		q.sqLock.Unlock()
 		return err
 	}
 	sq.Publish(p)
-	if derr := q.doorbell.Ring(q.pd.Context().FD()); derr != nil && err == nil {
-		err = &verbs.PostError{Op: "qp: post send", Index: 0, Err: derr}
+	// Count the doorbell before unlocking, so a Close that takes the lock
+	// after us waits for it; ring it outside the lock, as rdma-core does.
+	q.doorbells.Add(1)
+	q.sqLock.Unlock()
+	derr := q.doorbell.Ring(q.rawFD)
+	q.doorbells.Add(-1)
+	if derr != nil && err == nil {
+		err = sendErrors.At(0, derr)
 	}
 	return err
 }
 
 // noteWindow remembers a memory window that holds the QP after a posted
-// bind; the caller holds sqMu.
+// bind; the caller holds sqLock.
 func (q *QP) noteWindow(w verbs.Window, op verbs.WROpcode) {
 	if !w.Posted(op, q.qpn) {
 		return
@@ -162,18 +167,19 @@ func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
 }
 
 // PostRecv posts receive work requests without a system call. It
-// allocates nothing. On failure the returned *verbs.PostError names the
+// allocates nothing, not even for the error of a full queue
+// (verbs.ErrQueueFull), a closed QP or a QP in RESET (shared values: do
+// not modify them). On failure the returned *verbs.PostError names the
 // first work request not posted. A QP attached to an SRQ has no receive
 // queue: post to the SRQ.
 func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if q.rq == nil {
-		return &verbs.PostError{Op: "qp: post recv", Err: verbs.ErrBadOpcode}
+		return errRecvOnSRQ
 	}
-	q.mu.Lock()
-	state := q.state
-	q.mu.Unlock()
-	if state == Reset {
-		return &verbs.PostError{Op: "qp: post recv", Err: verbs.ErrQPState}
+	if State(q.postState.Load()) == Reset {
+		return recvErrors.State()
 	}
-	return q.rq.Post("qp: post recv", wrs)
+	return q.rq.Post(wrs)
 }
+
+var errRecvOnSRQ = &verbs.PostError{Op: "qp: post recv", Err: verbs.ErrBadOpcode}

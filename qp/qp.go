@@ -19,8 +19,10 @@ package qp
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
@@ -99,7 +101,17 @@ type Options struct {
 }
 
 // QP is a queue pair. PostSend and PostRecv may be called concurrently with
-// each other and with polling; each serializes with itself.
+// each other, with polling and with Modify and Close; each serializes with
+// itself.
+//
+// Locking: each queue has one lock (rxe.Lock, a spin lock that is also the
+// queue's close guard), and a post takes only that one: the QP state is an
+// atomic word, and nothing on the data path touches a lock shared with
+// other QPs of the Context. PostSend rings the doorbell after releasing
+// the send queue's lock, so other posters on the QP do not wait for the
+// kernel's inline processing; a per-QP count of doorbells in flight lets
+// Close wait for them before the Context's descriptor (which the doorbell
+// writes to) can be closed and reused.
 type QP struct {
 	pd     *verbs.PD
 	typ    Type
@@ -111,18 +123,42 @@ type QP struct {
 	track  uint64
 	caps   Caps
 
-	sqMu     sync.Mutex
-	sq       *rxe.Queue
-	ssn      uint32
-	doorbell *uverbs.Doorbell
-	sqSGE    int
-	windows  map[verbs.Window]struct{} // type 2 windows bound through this QP
+	sqLock    rxe.Lock   // the send queue's lock and close guard
+	sq        *rxe.Queue // under sqLock
+	ssn       uint32     // under sqLock
+	sqSGE     int
+	windows   map[verbs.Window]struct{} // type 2 windows bound through this QP; under sqLock
+	doorbell  *uverbs.Doorbell
+	rawFD     int          // the Context's uverbs descriptor, for the doorbell
+	doorbells atomic.Int32 // doorbells rung and not yet returned
 
 	rq *rxe.RecvRing // nil with an SRQ
+
+	// postState mirrors state for the posting paths: an atomic load (a
+	// plain MOV on amd64) instead of a lock.
+	postState atomic.Uint32
 
 	mu     sync.Mutex // guards state and closed
 	state  State
 	closed bool
+}
+
+// Post errors, shared by every QP (see rxe.Errors).
+var (
+	sendErrors = rxe.NewErrors("qp: post send")
+	recvErrors = rxe.NewErrors("qp: post recv")
+)
+
+// setState records the state Modify moved the QP to; the caller holds
+// q.mu. Back in RESET the kernel emptied the send queue, and the send
+// sequence numbers start over.
+func (q *QP) setState(s State) {
+	q.state = s
+	q.postState.Store(uint32(s))
+	if s == Reset && q.sqLock.Lock() {
+		q.ssn = 0
+		q.sqLock.Unlock()
+	}
 }
 
 // New creates a QP in RESET.
@@ -210,6 +246,9 @@ func (q *QP) create(opts Options) error {
 	q.handle = uint32(r.Data(h))
 	q.qpn = qpn
 	q.doorbell = uverbs.NewDoorbell(q.handle)
+	// The descriptor stays open until Context.Close, which closes this QP
+	// (and so waits for its doorbells) before it closes the descriptor.
+	q.rawFD = ctx.FD().Int()
 	if err := q.mapQueues(drv, capOut); err != nil {
 		q.destroy()
 		return err
@@ -251,7 +290,7 @@ func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
 		return fmt.Errorf("qp: receive queue: %w", err)
 	}
 	rsge := min(int(c.Recv_sge), int((rq.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
-	q.rq = rxe.NewRecvRing(rq, rsge)
+	q.rq = rxe.NewRecvRing(rq, rsge, recvErrors)
 	q.caps.MaxRecvWR = int(rq.Slots() - 1)
 	q.caps.MaxRecvSGE = rsge
 	return nil
@@ -306,12 +345,17 @@ func (q *QP) destroy() error {
 // are dropped without completions. Type 2 memory windows bound through the
 // QP (with mr.MW.BindWR) and not invalidated through it are deallocated
 // first: rxe cannot destroy a QP a bound window holds.
+//
+// Posting stops for good when Close starts (later posts fail with
+// verbs.ErrClosed), even if the kernel then refuses to destroy the QP;
+// Close waits for posts and doorbells in progress.
 func (q *QP) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil
 	}
+	q.shutPosting()
 	if err := q.releaseWindows(); err != nil {
 		return fmt.Errorf("qp: destroy: %w", err)
 	}
@@ -320,32 +364,38 @@ func (q *QP) Close() error {
 	}
 	q.closed = true
 	q.pd.Context().Untrack(q.track)
-	q.sqMu.Lock()
-	sq := q.sq
-	q.sq = nil
-	q.sqMu.Unlock()
 	var errs []error
-	if sq != nil {
-		errs = append(errs, uverbs.Munmap(sq.Mem()))
-	}
+	errs = append(errs, uverbs.Munmap(q.sq.Mem()))
 	if q.rq != nil {
-		if rq := q.rq.Close(); rq != nil {
-			errs = append(errs, uverbs.Munmap(rq.Mem()))
-		}
+		errs = append(errs, uverbs.Munmap(q.rq.Queue().Mem()))
 	}
 	return errors.Join(errs...)
+}
+
+// shutPosting refuses every later post and waits for the posts and
+// doorbells in progress. A poster increments doorbells while it holds
+// sqLock, so once Close has held sqLock every doorbell it must wait for is
+// counted.
+func (q *QP) shutPosting() {
+	if q.sqLock.Lock() {
+		q.sqLock.CloseUnlock()
+	}
+	if q.rq != nil {
+		q.rq.Shut()
+	}
+	for q.doorbells.Load() != 0 {
+		runtime.Gosched()
+	}
 }
 
 // releaseWindows deallocates the type 2 memory windows still bound
 // through the QP (as far as the QP saw: binds and invalidations posted
 // with mr.MW's work requests). rxe holds a QP while such a window is
 // bound; destroying the QP first stalls the kernel for about a minute and
-// ends in a warning.
+// ends in a warning. Posting is shut: nothing else touches q.windows.
 func (q *QP) releaseWindows() error {
-	q.sqMu.Lock()
 	ws := q.windows
 	q.windows = nil
-	q.sqMu.Unlock()
 	var errs []error
 	for w := range ws {
 		if qpn, ok := w.HeldQP(); ok && qpn == q.qpn {

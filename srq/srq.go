@@ -50,6 +50,9 @@ const (
 	srqLimit = 1 << 1
 )
 
+// postErrors are PostRecv's errors, shared by every SRQ.
+var postErrors = rxe.NewErrors("srq: post recv")
+
 // ErrBadAttr is returned for attributes out of the device's range.
 var ErrBadAttr = errors.New("SRQ attributes out of range")
 
@@ -98,7 +101,7 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 		return nil, err
 	}
 	s.maxSGE = min(int(maxSGE), int((q.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
-	s.ring = rxe.NewRecvRing(q, s.maxSGE)
+	s.ring = rxe.NewRecvRing(q, s.maxSGE, postErrors)
 	return s, nil
 }
 
@@ -139,9 +142,11 @@ func (s *SRQ) Check() error {
 
 // PostRecv adds receive buffers to the shared pool, without a system call.
 // On failure the returned *verbs.PostError says which work request failed;
-// the ones before it were posted.
+// the ones before it were posted. It allocates nothing, not even for the
+// error of a full queue (verbs.ErrQueueFull) or a closed SRQ: those error
+// values are shared and must not be modified.
 func (s *SRQ) PostRecv(wrs []verbs.RecvWR) error {
-	return s.ring.Post("srq: post recv", wrs)
+	return s.ring.Post(wrs)
 }
 
 // Posted returns how many posted buffers have not been consumed yet.
@@ -179,15 +184,14 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 	if err != nil {
 		return fmt.Errorf("srq: modify %+v: %w", attr, err)
 	}
-	if resize {
-		q, err := mapQueue(ctx, *mi)
-		if err != nil {
-			return err
-		}
-		old := s.ring.Swap(q)
-		return uverbs.Munmap(old.Mem())
+	if !resize {
+		return nil
 	}
-	return nil
+	old, err := s.ring.Resize(func() (*rxe.Queue, error) { return mapQueue(ctx, *mi) })
+	if err != nil {
+		return err
+	}
+	return uverbs.Munmap(old.Mem())
 }
 
 // Query returns the SRQ's attributes as the kernel reports them.
@@ -230,8 +234,6 @@ func (s *SRQ) Close() error {
 	}
 	s.closed = true
 	s.pd.Context().Untrack(s.track)
-	if q := s.ring.Close(); q != nil {
-		return uverbs.Munmap(q.Mem())
-	}
-	return nil
+	s.ring.Shut()
+	return uverbs.Munmap(s.ring.Queue().Mem())
 }

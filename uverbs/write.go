@@ -90,24 +90,24 @@ func (d *Doorbell) Bytes() []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&d.buf)), unsafe.Sizeof(d.buf))...)
 }
 
-// Ring writes the doorbell to the uverbs fd. The write never waits for
-// I/O (the provider processes the queue in the caller's context and
-// returns), so it is a raw system call: the Go scheduler does not hand the
-// thread's P to another goroutine around it, which would otherwise cost a
-// program pinned to one CPU a context switch on every post.
-func (d *Doorbell) Ring(fd *FD) error {
-	err := fd.Use(func(raw int) error {
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(raw), uintptr(unsafe.Pointer(&d.buf)), unsafe.Sizeof(d.buf))
-		if errno != 0 {
-			return errno
-		}
+// Ring writes the doorbell to the uverbs descriptor raw. The write never
+// waits for I/O (the provider processes the queue in the caller's context
+// and returns), so it is a raw system call: the Go scheduler does not hand
+// the thread's P to another goroutine around it, which would otherwise
+// cost a program pinned to one CPU a context switch on every post.
+//
+// Ring takes the raw number, not an *FD, so that posting shares no lock
+// with other objects of the device: the caller guarantees raw stays open
+// (QPs wait for their doorbells in Close, and the device is closed only
+// after its QPs).
+func (d *Doorbell) Ring(raw int) error {
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(raw), uintptr(unsafe.Pointer(&d.buf)), unsafe.Sizeof(d.buf))
+	if errno == 0 {
 		return nil
-	})
-	if err != nil {
-		if err == unix.EACCES {
-			err = fmt.Errorf("%w: %w", ErrForeignCredentials, err)
-		}
-		return &OpError{Op: "POST_SEND", Err: err}
 	}
-	return nil
+	var err error = errno
+	if errno == unix.EACCES {
+		err = fmt.Errorf("%w: %w", ErrForeignCredentials, errno)
+	}
+	return &OpError{Op: "POST_SEND", Err: err}
 }

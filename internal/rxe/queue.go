@@ -82,36 +82,57 @@ func (q *Queue) Elem(i uint32) unsafe.Pointer {
 	return unsafe.Add(q.data, uintptr(i&q.mask)<<q.shift)
 }
 
+// Index accesses. Each side owns one index and only reads the other's:
+//
+//   - its own index it reads with a plain load: only this process writes
+//     it, always under the ring's Lock, so the last value written is the
+//     one read (no ordering with the kernel is involved);
+//   - the kernel's index it reads with atomic.LoadUint32, an acquire load:
+//     a plain MOV on amd64 (x86-TSO never reorders a load with a later load
+//     or store) and LDARW on arm64. Acquire is needed: the kernel stores
+//     its index with release order after it finished reading a WQE (or
+//     writing a CQE), and the slot must not be reused (or the CQE read)
+//     before that;
+//   - its own index it publishes with storeRelease: the WQE writes (or CQE
+//     reads) before it must be complete when the kernel sees the new
+//     index. That is a plain MOV on amd64 and STLRW on arm64, what
+//     rdma-core's atomic_store_explicit(memory_order_release) compiles to.
+
 // Producer-side operations (SQ, RQ, SRQ: user space produces).
 
-// ProducerIndex returns the current producer index (user-owned).
-func (q *Queue) ProducerIndex() uint32 { return atomic.LoadUint32(q.prod) }
+// ProducerIndex returns the current producer index (user-owned; the
+// caller holds the ring's Lock).
+func (q *Queue) ProducerIndex() uint32 { return *q.prod }
 
 // Free returns how many elements can be produced now.
 func (q *Queue) Free() uint32 {
-	p := atomic.LoadUint32(q.prod)
 	c := atomic.LoadUint32(q.cons) // acquire: the kernel is done with slots before c
-	return (c - p - 1) & q.mask
+	return (c - *q.prod - 1) & q.mask
 }
 
 // Publish makes the elements up to index p (exclusive, masked) visible to
 // the kernel: a release store of the producer index.
-func (q *Queue) Publish(p uint32) { atomic.StoreUint32(q.prod, p&q.mask) }
+func (q *Queue) Publish(p uint32) { storeRelease(q.prod, p&q.mask) }
 
 // Next returns index i+1, masked.
 func (q *Queue) Next(i uint32) uint32 { return (i + 1) & q.mask }
 
 // Consumer-side operations (CQ: user space consumes).
 
-// ConsumerIndex returns the current consumer index (user-owned).
-func (q *Queue) ConsumerIndex() uint32 { return atomic.LoadUint32(q.cons) }
+// ConsumerIndex returns the current consumer index (user-owned; the
+// caller holds the ring's Lock).
+func (q *Queue) ConsumerIndex() uint32 { return *q.cons }
 
 // Available returns how many elements the kernel has produced and user
-// space has not consumed.
+// space has not consumed. It may run without the ring's Lock (a count for
+// CQ.Queued), so it loads the consumer index atomically too: on amd64 that
+// is the same MOV as a plain load.
 func (q *Queue) Available() uint32 {
 	p := atomic.LoadUint32(q.prod) // acquire: elements before p are written
 	return (p - atomic.LoadUint32(q.cons)) & q.mask
 }
 
-// Consume releases the elements before index c (masked) back to the kernel.
-func (q *Queue) Consume(c uint32) { atomic.StoreUint32(q.cons, c&q.mask) }
+// Consume releases the elements before index c (masked) back to the
+// kernel: a release store, so the copies out of them are complete before
+// the kernel may overwrite them.
+func (q *Queue) Consume(c uint32) { storeRelease(q.cons, c&q.mask) }

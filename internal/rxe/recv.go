@@ -1,45 +1,35 @@
 package rxe
 
 import (
-	"sync"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/verbs"
 )
 
 // RecvRing posts receive work requests to an RQ or SRQ ring. Posting needs
 // no system call: the kernel reads the producer index when a message
-// arrives.
+// arrives. A post takes the ring's Lock once (one compare-and-swap, and a
+// release store to unlock) and publishes the whole list with one release
+// store of the producer index.
 type RecvRing struct {
-	mu     sync.Mutex
-	q      *Queue
+	lock   Lock
+	q      *Queue // replaced by Resize under lock
 	maxSGE int
-	closed bool
+	errs   *Errors
 }
 
 // NewRecvRing wraps a mapped receive queue whose elements hold maxSGE SGEs.
-func NewRecvRing(q *Queue, maxSGE int) *RecvRing {
-	return &RecvRing{q: q, maxSGE: maxSGE}
-}
-
-// Queue returns the ring's queue (nil after Close).
-func (r *RecvRing) Queue() *Queue { return r.q }
-
-// Swap replaces the queue (SRQ resize) and returns the old one.
-func (r *RecvRing) Swap(q *Queue) *Queue {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old := r.q
-	r.q = q
-	return old
+// errs names the post operation in its errors.
+func NewRecvRing(q *Queue, maxSGE int, errs *Errors) *RecvRing {
+	return &RecvRing{q: q, maxSGE: maxSGE, errs: errs}
 }
 
 // Post writes wrs in order and publishes them with one release store. On
-// error the work requests before the failing one are posted.
-func (r *RecvRing) Post(op string, wrs []verbs.RecvWR) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return &verbs.PostError{Op: op, Err: verbs.ErrClosed}
+// error the work requests before the failing one are posted. The errors
+// of a full queue and of a closed ring are not allocated.
+func (r *RecvRing) Post(wrs []verbs.RecvWR) error {
+	if !r.lock.Lock() {
+		return r.errs.Closed()
 	}
 	q := r.q
 	free := q.Free()
@@ -48,11 +38,11 @@ func (r *RecvRing) Post(op string, wrs []verbs.RecvWR) error {
 	n := 0
 	for i := range wrs {
 		if len(wrs[i].SGList) > r.maxSGE {
-			err = &verbs.PostError{Op: op, Index: i, Err: verbs.ErrTooManySGE}
+			err = r.errs.At(i, verbs.ErrTooManySGE)
 			break
 		}
 		if uint32(i) >= free {
-			err = &verbs.PostError{Op: op, Index: i, Err: verbs.ErrQueueFull}
+			err = r.errs.Full(i)
 			break
 		}
 		WriteRecv(q.Elem(p), &wrs[i])
@@ -62,26 +52,56 @@ func (r *RecvRing) Post(op string, wrs []verbs.RecvWR) error {
 	if n > 0 {
 		q.Publish(p)
 	}
+	r.lock.Unlock()
 	return err
 }
 
-// Close marks the ring closed and returns its queue for unmapping.
-func (r *RecvRing) Close() *Queue {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	q := r.q
-	r.q = nil
-	return q
+// Resize runs swap with the ring locked: no post touches the queue while
+// swap asks the kernel for a new one and maps it, as rdma-core holds the
+// SRQ's lock across MODIFY_SRQ and the remap. The kernel copies the posted
+// WQEs between the indices it reads from the old queue into the new one,
+// so a post into the old queue after that copy would be lost. swap
+// returns the new queue (nil to keep the old one) and an error. Resize
+// returns the old queue when it was replaced, for unmapping.
+func (r *RecvRing) Resize(swap func() (*Queue, error)) (*Queue, error) {
+	if !r.lock.Lock() {
+		return nil, verbs.ErrClosed
+	}
+	defer r.lock.Unlock()
+	q, err := swap()
+	if q == nil {
+		return nil, err
+	}
+	old := r.q
+	r.q = q
+	return old, err
 }
 
-// Posted returns how many receive WQEs are posted and not yet consumed.
+// Shut refuses every later post (with the closed error) and waits for a
+// post in progress to finish. The queue stays mapped: Queue returns it for
+// unmapping once the kernel object is gone. Shutting twice is harmless.
+func (r *RecvRing) Shut() {
+	if r.lock.Lock() {
+		r.lock.CloseUnlock()
+	}
+}
+
+// Queue returns the ring's queue. After Shut nothing else touches it.
+func (r *RecvRing) Queue() *Queue {
+	if !r.lock.Lock() {
+		return r.q // shut: no writer left
+	}
+	defer r.lock.Unlock()
+	return r.q
+}
+
+// Posted returns how many receive WQEs are posted and not yet consumed
+// (0 after Shut).
 func (r *RecvRing) Posted() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.q == nil {
+	if !r.lock.Lock() {
 		return 0
 	}
+	defer r.lock.Unlock()
 	q := r.q
-	return int((q.ProducerIndex() - q.ConsumerIndex()) & q.mask)
+	return int((q.ProducerIndex() - atomic.LoadUint32(q.cons)) & q.mask)
 }

@@ -77,9 +77,9 @@ func TestRecvRingFullAndWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRecvRing(q, 1)
+	r := NewRecvRing(q, 1, NewErrors("t"))
 	sge := []verbs.SGE{{Addr: 0x1000, Length: 64, LKey: 7}}
-	err = r.Post("t", []verbs.RecvWR{{WRID: 1, SGList: sge}, {WRID: 2, SGList: sge}, {WRID: 3, SGList: sge}, {WRID: 4, SGList: sge}})
+	err = r.Post([]verbs.RecvWR{{WRID: 1, SGList: sge}, {WRID: 2, SGList: sge}, {WRID: 3, SGList: sge}, {WRID: 4, SGList: sge}})
 	if pe, ok := verbs.IsPostError(err); !ok || pe.Index != 3 || pe.Err != verbs.ErrQueueFull {
 		t.Fatalf("4 receives into 3 usable slots: %v", err)
 	}
@@ -92,7 +92,7 @@ func TestRecvRingFullAndWrap(t *testing.T) {
 	}
 	// The kernel consumes two; two more fit and the index wraps.
 	binary.NativeEndian.PutUint32(mem[offConsumer:], 2)
-	if err := r.Post("t", []verbs.RecvWR{{WRID: 5, SGList: sge}, {WRID: 6, SGList: sge}}); err != nil {
+	if err := r.Post([]verbs.RecvWR{{WRID: 5, SGList: sge}, {WRID: 6, SGList: sge}}); err != nil {
 		t.Fatal(err)
 	}
 	if q.ProducerIndex() != 1 {

@@ -58,15 +58,20 @@ func roundPow2(n uintptr) uintptr {
 }
 
 // WriteRecv fills a receive WQE at elem. The caller has checked the SGE
-// count against the element size.
+// count against the element size. Like rdma-core it writes the fields the
+// kernel reads (id, the DMA state, the SGEs) and clears nothing else.
 func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
 	w := (*uverbs.RxeRecvWqe)(elem)
 	var length uint32
 	for i := range wr.SGList {
 		length += wr.SGList[i].Length
 	}
-	*w = uverbs.RxeRecvWqe{Id: wr.WRID}
-	w.Dma = uverbs.RxeDmaInfo{Length: length, Resid: length, Num_sge: uint32(len(wr.SGList))}
+	w.Id = wr.WRID
+	w.Dma.Length = length
+	w.Dma.Resid = length
+	w.Dma.Cur_sge = 0
+	w.Dma.Num_sge = uint32(len(wr.SGList))
+	w.Dma.Sge_offset = 0
 	if len(wr.SGList) > 0 {
 		copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)), len(wr.SGList)), wr.SGList)
 	}
@@ -78,7 +83,14 @@ func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
 // size, atomic alignment).
 func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn uint32) {
 	w := (*uverbs.RxeSendWqe)(elem)
-	*w = uverbs.RxeSendWqe{}
+	// Clear what rdma-core clears (struct rxe_send_wr, 144 of the 208
+	// header bytes) and set the rest of what the kernel reads below
+	// (iova, state, the DMA state, ssn). status, mask, the PSNs,
+	// ack_length and has_rd_atomic belong to the kernel: it sets them
+	// when it takes the WQE and resets has_rd_atomic when it retires one.
+	w.Wr = uverbs.RxeSendWr{}
+	w.State = 0
+	w.Iova = 0
 	w.Wr.Wr_id = wr.WRID
 	w.Wr.Opcode = uint32(wr.Opcode)
 	flags := wr.Flags
@@ -147,8 +159,18 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 		}
 		w.Dma.Num_sge = uint32(len(wr.SGList))
 	}
+	switch wr.Opcode {
+	case verbs.WRFlush:
+		length = wr.FlushLength // no local memory: the remote length
+	case verbs.WRAtomicWrite:
+		// The 8 bytes travel in dma.atomic_wr, where inline data goes.
+		*(*[8]byte)(unsafe.Add(elem, SendWQEHeader)) = wr.AtomicData
+		length = 8
+	}
 	w.Dma.Length = length
 	w.Dma.Resid = length
+	w.Dma.Cur_sge = 0
+	w.Dma.Sge_offset = 0
 	w.Ssn = ssn
 }
 

@@ -1,0 +1,312 @@
+package qp_test
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/srq"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// The errors a caller retries or meets in a loop cost no allocation: a
+// full send or receive queue (the first one at each index is built once),
+// a closed QP.
+func TestErrorPathAllocs(t *testing.T) {
+	p := testutil.NewPair(t, testutil.PairOptions{})
+	// Fill B's receive queue: nothing consumes it.
+	recv := []verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{testutil.SGE(p.B.MR, 0, 64)}}}
+	fillQueue(t, func() error { return p.B.QP.PostRecv(recv) })
+	if n := testing.AllocsPerRun(100, func() {
+		if err := p.B.QP.PostRecv(recv); !errors.Is(err, verbs.ErrQueueFull) {
+			t.Fatalf("PostRecv to a full queue: %v", err)
+		}
+	}); n != 0 {
+		t.Errorf("PostRecv, queue full: %v allocations per call", n)
+	}
+	// Fill B's send queue: A has no receive posted and B's SENDs are
+	// retried forever (RNR retry 7), so nothing completes.
+	send := []verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, InlineData: []byte("rnr")}}
+	fillQueue(t, func() error { return p.B.QP.PostSend(send) })
+	if n := testing.AllocsPerRun(100, func() {
+		if err := p.B.QP.PostSend(send); !errors.Is(err, verbs.ErrQueueFull) {
+			t.Fatalf("PostSend to a full queue: %v", err)
+		}
+	}); n != 0 {
+		t.Errorf("PostSend, queue full: %v allocations per call", n)
+	}
+	if pe, ok := verbs.IsPostError(p.B.QP.PostSend(send)); !ok || pe.Index != 0 || !errors.Is(pe, verbs.ErrQueueFull) {
+		t.Fatalf("full send queue: %v", pe)
+	}
+	if err := p.A.QP.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := p.A.QP.PostSend(send); !errors.Is(err, verbs.ErrClosed) {
+			t.Fatalf("PostSend after Close: %v", err)
+		}
+		if err := p.A.QP.PostRecv(recv); !errors.Is(err, verbs.ErrClosed) {
+			t.Fatalf("PostRecv after Close: %v", err)
+		}
+	}); n != 0 {
+		t.Errorf("posting to a closed QP: %v allocations per call", n)
+	}
+}
+
+// fillQueue posts until the queue is full.
+func fillQueue(t *testing.T, post func() error) {
+	t.Helper()
+	for i := 0; ; i++ {
+		err := post()
+		if errors.Is(err, verbs.ErrQueueFull) {
+			return
+		}
+		if err != nil || i > 1<<16 {
+			t.Fatalf("filling a queue, post %d: %v", i, err)
+		}
+	}
+}
+
+// Many goroutines post sends and receives on one QP while others poll its
+// CQs, query and modify it, resize its send CQ, and finally close it: every
+// post either succeeds or fails with ErrQueueFull, until Close, after which
+// every post fails with ErrClosed. Run under -race; a post into a ring
+// Close unmapped would crash the test.
+func TestPostWhileModifyResizeClose(t *testing.T) {
+	p := testutil.NewPair(t, testutil.PairOptions{Caps: deepCaps, CQE: 1024})
+	const senders, receivers = 4, 2
+	var (
+		wg     sync.WaitGroup
+		closed atomic.Bool
+		posts  atomic.Int64
+		errc   = make(chan error, 16)
+	)
+	report := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	// post runs f until the QP is closed; f must then fail with ErrClosed.
+	post := func(f func() error) {
+		defer wg.Done()
+		for {
+			wasClosed := closed.Load()
+			err := f()
+			switch {
+			case err == nil:
+				if wasClosed {
+					report(errors.New("a post succeeded after Close returned"))
+					return
+				}
+				posts.Add(1)
+			case errors.Is(err, verbs.ErrClosed):
+				return
+			case errors.Is(err, verbs.ErrQueueFull):
+				runtime.Gosched()
+			default:
+				report(err)
+				return
+			}
+		}
+	}
+	for g := 0; g < senders; g++ {
+		wg.Add(1)
+		go func() {
+			wrs := make([]verbs.SendWR, 4)
+			for i := range wrs {
+				wrs[i] = verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{testutil.SGE(p.A.MR, g*64, 64)},
+					RemoteAddr: p.B.MR.IOVA() + uint64(g*64), RKey: p.B.MR.RKey()}
+			}
+			wrs[3].Flags = verbs.SendSignaled
+			post(func() error { return p.A.QP.PostSend(wrs) })
+		}()
+	}
+	for g := 0; g < receivers; g++ {
+		wg.Add(1)
+		go func() {
+			wr := []verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(p.A.MR, 4096, 64)}}}
+			post(func() error { return p.A.QP.PostRecv(wr) })
+		}()
+	}
+	// Poll the send CQ (and resize it) until the QP is gone.
+	stop := make(chan struct{})
+	var polls atomic.Int64 // non-empty polls
+	var side sync.WaitGroup
+	side.Add(3)
+	go func() {
+		defer side.Done()
+		wc := make([]verbs.WorkCompletion, 16)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, err := p.A.SendCQ.Poll(wc)
+			if err != nil {
+				report(err)
+				return
+			}
+			for _, w := range wc[:n] {
+				if w.Status != verbs.WCSuccess && w.Status != verbs.WCWRFlushErr {
+					report(errors.New("send completion: " + w.Status.String()))
+				}
+			}
+			if n == 0 {
+				runtime.Gosched()
+			} else {
+				polls.Add(1)
+			}
+		}
+	}()
+	go func() {
+		defer side.Done()
+		for i := 0; ; i++ {
+			// Resize again only after the poller got a turn: a resize
+			// holds the poll lock, and back-to-back resizes would
+			// starve the poller until the CQ overflows.
+			for seen := polls.Load(); polls.Load() == seen; runtime.Gosched() {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+			if err := p.A.SendCQ.Resize(2048 + (i%2)*2048); err != nil {
+				report(err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer side.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a, err := p.A.QP.Query()
+			if err == nil {
+				err = p.A.QP.Modify(&qp.Attr{Access: a.Access}, qp.MaskAccessFlags)
+			}
+			if errors.Is(err, verbs.ErrClosed) {
+				return
+			}
+			if err != nil {
+				report(err)
+				return
+			}
+		}
+	}()
+	// Close once the posters made progress (a count, not a time).
+	guard := time.Now().Add(5 * time.Minute)
+	for posts.Load() < 2000 && time.Now().Before(guard) {
+		select {
+		case err := <-errc:
+			t.Fatal(err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	if err := p.A.QP.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed.Store(true)
+	wg.Wait()
+	close(stop)
+	side.Wait()
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	default:
+	}
+	t.Logf("%d posts before Close", posts.Load())
+}
+
+// Closing the Context while goroutines post on its QPs and SRQ: the posts
+// end with ErrClosed, nothing crashes, and no doorbell is rung on a
+// descriptor the Context closed (Close waits for doorbells in flight).
+func TestPostWhileContextCloses(t *testing.T) {
+	dev := testutil.Device(t)
+	ctx, err := verbs.OpenDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := srq.New(pd, srq.Attr{MaxWR: 64, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := []*testutil.Pair{
+		testutil.NewPairIn(t, pd, testutil.PairOptions{Caps: deepCaps, CQE: 1024}),
+		testutil.NewPairIn(t, pd, testutil.PairOptions{SRQ: s}),
+	}
+	buf, err := mr.New(pd, 4096, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		posts atomic.Int64
+		errc  = make(chan error, 16)
+	)
+	loop := func(f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				err := f()
+				switch {
+				case err == nil:
+					posts.Add(1)
+				case errors.Is(err, verbs.ErrClosed):
+					return
+				case errors.Is(err, verbs.ErrQueueFull):
+					runtime.Gosched()
+				default:
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for _, p := range pairs {
+		for _, side := range []*testutil.Side{&p.A, &p.B} {
+			q, m := side.QP, side.MR
+			wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{testutil.SGE(m, 0, 64)}, RemoteAddr: m.IOVA(), RKey: m.RKey()}}
+			loop(func() error { return q.PostSend(wr) })
+			if q.SRQ() == nil {
+				rwr := []verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(m, 0, 64)}}}
+				loop(func() error { return q.PostRecv(rwr) })
+			}
+		}
+	}
+	rwr := []verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(buf, 0, 64)}}}
+	loop(func() error { return s.PostRecv(rwr) })
+	guard := time.Now().Add(5 * time.Minute)
+	for posts.Load() < 1000 && time.Now().Before(guard) {
+		runtime.Gosched()
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	default:
+	}
+	t.Logf("%d posts before Context.Close", posts.Load())
+}
