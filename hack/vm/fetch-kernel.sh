@@ -10,6 +10,10 @@
 #                           series is taken (Debian serves only current builds,
 #                           so no build number is written down anywhere).
 #      GOVERBS_KERNEL_PKG   an exact package instead (e.g. linux-image-6.1.0-56-amd64).
+#      GOVERBS_VM_ARCH      amd64 (default) or arm64. arm64 has only the 6.12
+#                           series; its package comes from Debian's arm64
+#                           archive (dpkg --add-architecture arm64 is done
+#                           here when missing).
 #      GOVERBS_VM_CACHE     cache directory (default: <repo>/.cache/vm).
 #
 # The package is only unpacked with dpkg -x, never installed: the host keeps
@@ -26,19 +30,35 @@ die() {
 	exit 1
 }
 
+arch=${GOVERBS_VM_ARCH:-amd64}
+# apt's name for a package of the guest's architecture: a foreign one needs
+# the :ARCH qualifier.
+apt_qual=
+case $arch in
+amd64) ;;
+arm64) apt_qual=:arm64 ;;
+*) die "GOVERBS_VM_ARCH=$arch: the test bed knows amd64 and arm64" ;;
+esac
+
 # Prints the candidate version of package $1, or nothing if apt cannot get it.
 candidate() {
-	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
+	apt-cache policy "$1$apt_qual" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
 }
 
 series=${GOVERBS_KERNEL:-6.12}
-# Package names per series: 6.1 is linux-image-6.1.0-ABI-amd64, 6.12 is
-# linux-image-6.12.PATCH+deb12-amd64. Both have an -unsigned twin.
+# Package names per series: 6.1 is linux-image-6.1.0-ABI-ARCH, 6.12 is
+# linux-image-6.12.PATCH+deb12-ARCH. Both have an -unsigned twin (arm64 also
+# has -16k, -cloud and -rt flavours, which the patterns leave out).
 case $series in
-6.1) pkg_re='^linux-image-6\.1\.0-([0-9]+)-amd64(-unsigned)?$' ;;
-6.12) pkg_re='^linux-image-6\.12\.([0-9]+)\+deb12-amd64(-unsigned)?$' ;;
+6.1) pkg_re="^linux-image-6\.1\.0-([0-9]+)-$arch(-unsigned)?\$" ;;
+6.12) pkg_re="^linux-image-6\.12\.([0-9]+)\+deb12-$arch(-unsigned)?\$" ;;
 *) die "GOVERBS_KERNEL=$series: the test bed knows 6.1 and 6.12" ;;
 esac
+if [[ $arch == arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	log "adding the arm64 architecture to dpkg (for apt-get download only)"
+	dpkg --add-architecture arm64 || die "dpkg --add-architecture arm64 failed (run as root)"
+	apt-get update -qq >&2 || die "apt-get update failed"
+fi
 
 # Prints the newest package name of the series. The signed and the
 # -unsigned packages carry the same kernel and modules; the signed one is
@@ -116,7 +136,7 @@ trap 'rm -rf "$tmp"' EXIT
 # As root apt would drop to the _apt user for the download and complain that
 # it cannot write into a 0700 mktemp directory; the file is only unpacked, so
 # the sandbox buys nothing here.
-(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
+(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg$apt_qual" >&2) ||
 	die "apt-get download $pkg failed"
 deb=$(find "$tmp" -maxdepth 1 -name '*.deb' -print -quit)
 [[ -n $deb ]] || die "apt-get download produced no .deb"

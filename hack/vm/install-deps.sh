@@ -9,6 +9,7 @@ set -euo pipefail
 
 default_pkgs=(
 	qemu-system-x86 # qemu-system-x86_64 (TCG only: CI has no KVM)
+	qemu-system-arm # qemu-system-aarch64: the arm64 test bed (GOVERBS_VM_ARCH=arm64)
 	cpio            # initramfs archive
 	kmod            # modprobe --show-depends / depmod on the unpacked kernel tree
 	busybox-static  # the initramfs userland (must be static: no libs in the initramfs)
