@@ -179,15 +179,26 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 	r.InitInvokeWrite("MODIFY_SRQ", uverbs.IB_USER_VERBS_CMD_MODIFY_SRQ, ctx.Driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
-	err := ctx.Do(&r)
-	runtime.KeepAlive(mi)
-	if err != nil {
-		return fmt.Errorf("srq: modify %+v: %w", attr, err)
-	}
 	if !resize {
+		err := ctx.Do(&r)
+		runtime.KeepAlive(mi)
+		if err != nil {
+			return fmt.Errorf("srq: modify %+v: %w", attr, err)
+		}
 		return nil
 	}
-	old, err := s.ring.Resize(func() (*rxe.Queue, error) { return mapQueue(ctx, *mi) })
+	// A resize holds the ring's lock from MODIFY_SRQ to the remap, as
+	// rdma-core does: the kernel copies the WQEs posted to the old queue
+	// into the new one, and a receive posted to the old queue after that
+	// copy would be lost.
+	old, err := s.ring.Resize(func() (*rxe.Queue, error) {
+		err := ctx.Do(&r)
+		runtime.KeepAlive(mi)
+		if err != nil {
+			return nil, fmt.Errorf("srq: modify %+v: %w", attr, err)
+		}
+		return mapQueue(ctx, *mi)
+	})
 	if err != nil {
 		return err
 	}
