@@ -373,7 +373,8 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 	}
 	param := cm.ConnParam{PrivateData: pdata, ResponderResources: cm.MaxRDAtomic, InitiatorDepth: cm.MaxRDAtomic,
 		FlowControl: 1, RetryCount: 7, RNRRetryCount: 7}
-	c := &Conn{peer: r.peer, ch: r.ch, id: r.id, q: r.q, cq: r.cq, rcq: r.rcq, sharedCh: r.sharedCh, srq: r.cfg.SRQ}
+	c := &Conn{peer: r.peer, ch: r.ch, id: r.id, q: r.q, cq: r.cq, rcq: r.rcq, sharedCh: r.sharedCh, srq: r.cfg.SRQ,
+		nativeFlush: r.peer.useNativeFlush, nativeAtomicWrite: r.peer.nativeAtomicWrite}
 	raw, err := mr.New(r.peer.pd, 8, mr.LocalWrite)
 	if err != nil {
 		r.Delete()
@@ -438,6 +439,10 @@ type Conn struct {
 	evMu  sync.Mutex
 	first ConnEvent // delivered before the ID's events
 	sent  bool
+
+	// How flushes and atomic writes go out, fixed at creation (librpma
+	// decides per QP when it creates it).
+	nativeFlush, nativeAtomicWrite bool
 
 	mu          sync.Mutex
 	directWrite bool

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Usage says what a memory region is used for (RPMA_MR_USAGE_*); it
@@ -24,11 +25,21 @@ const (
 )
 
 // access maps usages to access flags as librpma 1.2 does (InfiniBand and
-// RoCE; on iWARP a read destination is also remotely writable).
-func (u Usage) access(iwarp bool) mr.Access {
+// RoCE; on iWARP a read destination is also remotely writable); with
+// nativeFlush also the flush access of librpma 1.3 (see
+// Peer.UseNativeFlush).
+func (u Usage) access(iwarp, nativeFlush bool) mr.Access {
 	var a mr.Access
 	if u&(UsageReadSrc|UsageFlushVisibility|UsageFlushPersistent) != 0 {
 		a |= mr.RemoteRead
+	}
+	if nativeFlush {
+		if u&UsageFlushVisibility != 0 {
+			a |= mr.Access(verbs.AccessFlushGlobal)
+		}
+		if u&UsageFlushPersistent != 0 {
+			a |= mr.Access(verbs.AccessFlushPersistent)
+		}
 	}
 	if u&UsageReadDst != 0 {
 		a |= mr.LocalWrite
@@ -65,7 +76,7 @@ func (p *Peer) RegisterMR(buf []byte, usage Usage) (*LocalMR, error) {
 		return nil, inval("rpma: register MR: peer, buffer and usage are required")
 	}
 	iwarp := p.ctx.Device().NodeType == 4
-	m, err := mr.Register(p.pd, buf, usage.access(iwarp))
+	m, err := mr.Register(p.pd, buf, usage.access(iwarp, p.useNativeFlush))
 	if err != nil {
 		return nil, provider(err)
 	}
@@ -84,8 +95,12 @@ func (l *LocalMR) Size() int { return l.m.Len() }
 // Descriptor returns the region's 21-byte descriptor for a peer:
 // little-endian address, length, rkey and the usage byte.
 func (l *LocalMR) Descriptor() []byte {
+	b := l.m.Bytes()
+	if len(b) == 0 {
+		return nil // closed: there is nothing to describe
+	}
 	d := make([]byte, DescriptorSize)
-	binary.LittleEndian.PutUint64(d[0:], uint64(uintptr(unsafe.Pointer(&l.m.Bytes()[0]))))
+	binary.LittleEndian.PutUint64(d[0:], uint64(uintptr(unsafe.Pointer(&b[0]))))
 	binary.LittleEndian.PutUint64(d[8:], uint64(l.m.Len()))
 	binary.LittleEndian.PutUint32(d[16:], l.m.RKey())
 	d[20] = byte(l.usage)

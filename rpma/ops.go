@@ -90,9 +90,12 @@ func (c *Conn) rdma(op verbs.WROpcode, local *LocalMR, localOff uint64, rmt *Rem
 }
 
 // AtomicWrite writes 8 bytes atomically at dstOff (8-byte aligned) of the
-// remote region (rpma_atomic_write). Without native support (Linux 6.1)
-// it is librpma's emulation: a fenced, inline 8-byte RDMA WRITE, ordered
-// after earlier flushes.
+// remote region (rpma_atomic_write). When the peer's device does atomic
+// writes (Peer.NativeAtomicWrite) it is an ATOMIC WRITE work request,
+// completing as verbs.WCAtomicWrite; else (Linux 6.1) librpma's
+// emulation: a fenced, inline 8-byte RDMA WRITE, ordered after earlier
+// flushes, completing as an RDMA WRITE. Either way the target sees an
+// 8-byte write.
 func (c *Conn) AtomicWrite(dst *RemoteMR, dstOff uint64, src [8]byte, flags CompletionFlags, opContext uint64) error {
 	if c == nil || dst == nil {
 		return ErrInval
@@ -106,9 +109,15 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOff uint64, src [8]byte, flags Comp
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inline = src
-	c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRRDMAWrite, Flags: sf | verbs.SendFence,
-		InlineData: c.inline[:], RemoteAddr: dst.Addr + dstOff, RKey: dst.RKey}
+	if c.nativeAtomicWrite {
+		// librpma 1.2's native path: signaled as asked, no fence.
+		c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRAtomicWrite, Flags: sf,
+			AtomicData: src, RemoteAddr: dst.Addr + dstOff, RKey: dst.RKey}
+	} else {
+		c.inline = src
+		c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRRDMAWrite, Flags: sf | verbs.SendFence,
+			InlineData: c.inline[:], RemoteAddr: dst.Addr + dstOff, RKey: dst.RKey}
+	}
 	if err := c.q.PostSend(c.swr[:]); err != nil {
 		return provider(err)
 	}
@@ -119,9 +128,13 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOff uint64, src [8]byte, flags Comp
 // durability (rpma_flush). A persistent flush needs the peer's direct
 // write to PMem (ApplyRemotePeerCfg) and the region's
 // UsageFlushPersistent; a visibility flush the region's
-// UsageFlushVisibility; else ErrNotSupported. Without native flush (Linux
-// 6.1) it is librpma 1.2's emulation: an 8-byte RDMA READ at dstOff into a
-// buffer of the connection, completing as an RDMA READ; length is ignored.
+// UsageFlushVisibility; else ErrNotSupported. By default it is librpma
+// 1.2's emulation: an 8-byte RDMA READ at dstOff into a buffer of the
+// connection, completing as an RDMA READ; length is ignored. On a
+// connection of a peer that called UseNativeFlush it is librpma 1.3's
+// native flush: an RDMA FLUSH of length bytes at dstOff (placement
+// global for FlushVisibility, persistent for FlushPersistent, selectivity
+// range), completing as verbs.WCFlush.
 func (c *Conn) Flush(dst *RemoteMR, dstOff, length uint64, typ FlushType, flags CompletionFlags, opContext uint64) error {
 	if c == nil || dst == nil {
 		return ErrInval
@@ -141,6 +154,19 @@ func (c *Conn) Flush(dst *RemoteMR, dstOff, length uint64, typ FlushType, flags 
 		if dst.Usage&UsageFlushVisibility == 0 {
 			return ErrNotSupported
 		}
+	}
+	if c.nativeFlush {
+		placement := verbs.FlushGlobal
+		if typ == FlushPersistent {
+			placement = verbs.FlushPersistent
+		}
+		c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRFlush, Flags: sf,
+			RemoteAddr: dst.Addr + dstOff, RKey: dst.RKey, FlushLength: uint32(min(length, 1<<32-1)),
+			FlushPlacement: placement, FlushLevel: verbs.FlushRange}
+		if err := c.q.PostSend(c.swr[:]); err != nil {
+			return provider(err)
+		}
+		return nil
 	}
 	c.sge[0] = verbs.SGE{Addr: c.raw.IOVA(), Length: 8, LKey: c.raw.LKey()}
 	c.swr[0] = verbs.SendWR{WRID: opContext, Opcode: verbs.WRRDMARead, Flags: sf, SGList: c.sge[:],

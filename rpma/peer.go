@@ -17,21 +17,14 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// Device capability bits of flush and atomic write (kernel 6.2 and
-// later; 6.1, and so its rxe, has neither).
-const (
-	capFlushGlobal     = 1 << 38
-	capFlushPersistent = 1 << 39
-	capAtomicWrite     = 1 << 40
-)
-
 // Peer is the local side of RDMA: a device context and a protection
 // domain (rpma_peer).
 type Peer struct {
 	ctx               *verbs.Context
 	pd                *verbs.PD
-	nativeFlush       bool
+	nativeFlush       bool // the device can (librpma 1.3's rule)
 	nativeAtomicWrite bool
+	useNativeFlush    bool // UseNativeFlush was called
 }
 
 // NewPeer creates a peer on ctx (rpma_peer_new). The peer does not own
@@ -40,7 +33,7 @@ func NewPeer(ctx *verbs.Context) (*Peer, error) {
 	if ctx == nil {
 		return nil, inval("rpma: peer: no device context")
 	}
-	attr, err := ctx.QueryDevice()
+	caps, err := ctx.CapFlags()
 	if err != nil {
 		return nil, provider(err)
 	}
@@ -49,18 +42,20 @@ func NewPeer(ctx *verbs.Context) (*Peer, error) {
 		return nil, provider(err)
 	}
 	return &Peer{ctx: ctx, pd: pd,
-		nativeFlush:       nativeFlush(attr.DeviceCapFlagsEx),
-		nativeAtomicWrite: nativeAtomicWrite(attr.DeviceCapFlagsEx)}, nil
+		nativeFlush:       nativeFlush(caps),
+		nativeAtomicWrite: nativeAtomicWrite(caps)}, nil
 }
 
 // nativeFlush reports whether a device with these capability flags can
-// flush natively (librpma 1.3's rule: both flush types).
+// flush natively (librpma 1.3's rule: both placement types).
 func nativeFlush(caps uint64) bool {
-	return caps&capFlushGlobal != 0 && caps&capFlushPersistent != 0
+	const both = verbs.DeviceCapFlushGlobal | verbs.DeviceCapFlushPersistent
+	return caps&both == both
 }
 
-// nativeAtomicWrite reports whether a device can do atomic writes.
-func nativeAtomicWrite(caps uint64) bool { return caps&capAtomicWrite != 0 }
+// nativeAtomicWrite reports whether a device can do atomic writes
+// (librpma 1.2's rule, when built with ibv_wr_atomic_write).
+func nativeAtomicWrite(caps uint64) bool { return caps&verbs.DeviceCapAtomicWrite != 0 }
 
 // Context returns the peer's device context.
 func (p *Peer) Context() *verbs.Context { return p.ctx }
@@ -68,14 +63,48 @@ func (p *Peer) Context() *verbs.Context { return p.ctx }
 // PD returns the peer's protection domain.
 func (p *Peer) PD() *verbs.PD { return p.pd }
 
-// NativeFlush reports whether the device flushes natively. goverbs' only
-// provider, rxe on Linux 6.1, does not, and flushes are emulated as librpma
-// 1.2 does it (an 8-byte RDMA READ); the native verbs are not implemented.
+// NativeFlush reports whether the device can flush natively: it reports
+// both flush placement types (librpma 1.3's rule; rxe from Linux 6.2, so
+// 6.12 but not 6.1). Flushes still go out as librpma 1.2 sends them (an
+// 8-byte RDMA READ) unless UseNativeFlush was called.
 func (p *Peer) NativeFlush() bool { return p.nativeFlush }
 
-// NativeAtomicWrite reports whether the device does atomic writes
-// natively (not on Linux 6.1); they are emulated as a fenced inline 8-byte
-// write.
+// UseNativeFlush makes the peer flush natively, as librpma 1.3 built with
+// native flush does: connections created afterwards post RDMA FLUSH work
+// requests, and regions registered afterwards for a flush usage also get
+// the matching flush access (FLUSH_GLOBAL for UsageFlushVisibility,
+// FLUSH_PERSISTENT for UsageFlushPersistent; rxe grants the latter on
+// persistent memory only). Unlike librpma 1.3 the regions keep remote
+// read access, so peers that emulate flushes (librpma 1.2, goverbs by
+// default, devices without the capability) can still flush them.
+//
+// It is opt-in because nothing on the wire tells a requester how the
+// target registered its region: a native FLUSH of a region registered by
+// librpma 1.2 (remote read only) fails with a remote access error. Call
+// it when every target is native: goverbs peers that called it, or
+// librpma 1.3 built with native flush. It fails with ErrNotSupported when
+// the device cannot (NativeFlush is false).
+func (p *Peer) UseNativeFlush() error {
+	if p == nil {
+		return ErrInval
+	}
+	if err := p.pd.Check(); err != nil {
+		return fmt.Errorf("rpma: native flush: %w", err)
+	}
+	if !p.nativeFlush {
+		return wrap(ErrNotSupported, fmt.Errorf("rpma: native flush: %w", verbs.ErrNotCapable))
+	}
+	p.useNativeFlush = true
+	return nil
+}
+
+// NativeAtomicWrite reports whether atomic writes go out natively, as
+// librpma 1.2 decides it (built with ibv_wr_atomic_write): the device
+// reports the ATOMIC_WRITE capability (rxe on 6.12, not 6.1). Otherwise
+// they are emulated as a fenced inline 8-byte RDMA WRITE. Both arrive at
+// the target as an 8-byte write to remotely writable memory, so either
+// works with any peer; only the requester's completion opcode differs
+// (ATOMIC_WRITE or RDMA_WRITE).
 func (p *Peer) NativeAtomicWrite() bool { return p.nativeAtomicWrite }
 
 // Close deallocates the PD (rpma_peer_delete).

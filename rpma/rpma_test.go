@@ -60,7 +60,14 @@ type pair struct {
 func connect(t *testing.T, p *rpma.Peer, srvCfg, cliCfg *rpma.ConnCfg, srvPdata, cliPdata []byte,
 	srvPrep, cliPrep func(*rpma.ConnReq)) pair {
 	t.Helper()
-	ep, err := p.Listen(testutil.Addr(t), "0")
+	return connectPeers(t, p, p, srvCfg, cliCfg, srvPdata, cliPdata, srvPrep, cliPrep)
+}
+
+// connectPeers is connect with the server on srvP and the client on cliP.
+func connectPeers(t *testing.T, srvP, p *rpma.Peer, srvCfg, cliCfg *rpma.ConnCfg, srvPdata, cliPdata []byte,
+	srvPrep, cliPrep func(*rpma.ConnReq)) pair {
+	t.Helper()
+	ep, err := srvP.Listen(testutil.Addr(t), "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +257,8 @@ func TestWriteFlushReadAtomic(t *testing.T) {
 		t.Fatalf("read %+v %q", wc, local.Bytes()[100:112])
 	}
 	// Atomic write: unaligned refused; aligned lands, completing as an
-	// 8-byte write.
+	// ATOMIC WRITE where the device has it (6.12), else as the emulating
+	// 8-byte RDMA WRITE (6.1).
 	var v [8]byte
 	binary.LittleEndian.PutUint64(v[:], 0x1122334455667788)
 	if err := c.cli.AtomicWrite(remote, 1028, v, rpma.Always, 0); !errors.Is(err, rpma.ErrInval) {
@@ -259,8 +267,19 @@ func TestWriteFlushReadAtomic(t *testing.T) {
 	if err := c.cli.AtomicWrite(remote, 2048, v, rpma.Always, 6); err != nil {
 		t.Fatal(err)
 	}
-	if wc := waitWC(t, c.cli.CQ()); wc.Opcode != verbs.WCRDMAWrite || wc.WRID != 6 {
-		t.Fatalf("atomic write %+v", wc)
+	caps, err := p.Context().CapFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOp := verbs.WCRDMAWrite
+	if caps&verbs.DeviceCapAtomicWrite != 0 {
+		wantOp = verbs.WCAtomicWrite
+	}
+	if p.NativeAtomicWrite() != (wantOp == verbs.WCAtomicWrite) {
+		t.Errorf("NativeAtomicWrite %v with capability flags %#x", p.NativeAtomicWrite(), caps)
+	}
+	if wc := waitWC(t, c.cli.CQ()); wc.Status != verbs.WCSuccess || wc.Opcode != wantOp || wc.WRID != 6 {
+		t.Fatalf("atomic write %+v, want %v", wc, wantOp)
 	}
 	if !bytes.Equal(srvMR.Bytes()[2048:2056], v[:]) {
 		t.Fatal("atomic write data")
@@ -487,5 +506,80 @@ func TestSendThenDisconnectDelivers(t *testing.T) {
 				t.Fatalf("round %d: %v %v", round, ev, err)
 			}
 		}
+	}
+}
+
+// Native flush (librpma 1.3's, opt-in): where the device reports both
+// placement types (6.12), a peer that called UseNativeFlush flushes with
+// RDMA FLUSH; its regions stay readable for peers that emulate the flush;
+// a native flush of a region registered without flush access (as librpma
+// 1.2 registers) fails at the target. Without the capability (6.1)
+// UseNativeFlush is refused and nothing changes.
+func TestNativeFlush(t *testing.T) {
+	native := newPeer(t)
+	caps, err := native.Context().CapFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capable := caps&verbs.DeviceCapFlushGlobal != 0 && caps&verbs.DeviceCapFlushPersistent != 0
+	if native.NativeFlush() != capable {
+		t.Fatalf("NativeFlush %v with capability flags %#x", native.NativeFlush(), caps)
+	}
+	err = native.UseNativeFlush()
+	if !capable {
+		if !errors.Is(err, rpma.ErrNotSupported) || !errors.Is(err, verbs.ErrNotCapable) {
+			t.Fatalf("UseNativeFlush without the capability: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	emul := newPeer(t) // same device, librpma 1.2's behaviour
+	usage := rpma.UsageWriteDst | rpma.UsageReadSrc | rpma.UsageFlushVisibility
+	nativeMR := alloc(t, native, 4096, usage)
+	emulMR := alloc(t, emul, 4096, usage)
+	src := alloc(t, native, 4096, rpma.UsageWriteSrc|rpma.UsageReadDst)
+	emulSrc := alloc(t, emul, 4096, rpma.UsageWriteSrc|rpma.UsageReadDst)
+	copy(src.Bytes(), "native flush")
+	copy(emulSrc.Bytes(), "emulated flush")
+
+	flush := func(cli *rpma.Conn, local *rpma.LocalMR, target *rpma.LocalMR, n uint64) verbs.WorkCompletion {
+		t.Helper()
+		remote, err := rpma.RemoteMRFromDescriptor(target.Descriptor())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.Write(remote, 64, local, 0, n, rpma.OnError, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.Flush(remote, 64, n, rpma.FlushVisibility, rpma.Always, 0xF01D); err != nil {
+			t.Fatal(err)
+		}
+		return waitWC(t, cli.CQ())
+	}
+	// Native requester, native target: an RDMA FLUSH, after which the
+	// data is there.
+	c := connect(t, native, nil, nil, nil, nil, nil, nil)
+	if wc := flush(c.cli, src, nativeMR, 12); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCFlush || wc.WRID != 0xF01D {
+		t.Fatalf("native flush: %+v", wc)
+	}
+	if string(nativeMR.Bytes()[64:76]) != "native flush" {
+		t.Fatalf("target holds %q", nativeMR.Bytes()[64:76])
+	}
+	// Emulating requester, native target (the server side, whose PD the
+	// region is in): the 8-byte READ still works.
+	ce := connectPeers(t, native, emul, nil, nil, nil, nil, nil, nil)
+	if wc := flush(ce.cli, emulSrc, nativeMR, 14); wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMARead || wc.ByteLen != 8 {
+		t.Fatalf("emulated flush of a native region: %+v", wc)
+	}
+	if string(nativeMR.Bytes()[64:78]) != "emulated flush" {
+		t.Fatalf("target holds %q", nativeMR.Bytes()[64:78])
+	}
+	// Native requester, target registered as librpma 1.2 does (remote
+	// read, no flush access): the target refuses the FLUSH.
+	cn := connectPeers(t, emul, native, nil, nil, nil, nil, nil, nil)
+	if wc := flush(cn.cli, src, emulMR, 12); wc.Status != verbs.WCRemAccessErr || wc.WRID != 0xF01D {
+		t.Fatalf("native flush of a region without flush access: %+v, want a remote access error", wc)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -135,21 +136,26 @@ func TestDescriptors(t *testing.T) {
 		UsageReadSrc: 4, UsageReadDst: 1, UsageWriteSrc: 1, UsageWriteDst: 3, UsageFlushVisibility: 4,
 		UsageFlushPersistent: 4, UsageSend: 0, UsageRecv: 1,
 	} {
-		if got := uint32(u.access(false)); got != want {
+		if got := uint32(u.access(false, false)); got != want {
 			t.Errorf("usage %#x → access %#x, want %#x", u, got, want)
 		}
 	}
-	if uint32(UsageReadDst.access(true)) != 3 {
+	if uint32(UsageReadDst.access(true, false)) != 3 {
 		t.Error("iWARP read destination must be remotely writable")
 	}
 }
 
 func TestNativeCapabilitySelection(t *testing.T) {
-	if nativeFlush(0) || nativeAtomicWrite(0) || nativeFlush(capFlushGlobal) {
+	if nativeFlush(0) || nativeAtomicWrite(0) || nativeFlush(verbs.DeviceCapFlushGlobal) {
 		t.Error("native paths chosen without the capabilities")
 	}
-	if !nativeFlush(capFlushGlobal|capFlushPersistent) || !nativeAtomicWrite(capAtomicWrite) {
+	if !nativeFlush(verbs.DeviceCapFlushGlobal|verbs.DeviceCapFlushPersistent) || !nativeAtomicWrite(verbs.DeviceCapAtomicWrite) {
 		t.Error("native paths not chosen with the capabilities")
+	}
+	// Native flush adds the flush access and keeps remote read.
+	u := UsageFlushVisibility | UsageFlushPersistent
+	if got, want := uint32(u.access(false, true)), uint32(mr.RemoteRead|mr.Access(verbs.AccessFlushGlobal|verbs.AccessFlushPersistent)); got != want {
+		t.Errorf("native flush access %#x, want %#x", got, want)
 	}
 }
 
