@@ -227,6 +227,15 @@ func releaseDevice(c *verbs.Context) error {
 // share c's PDs, CQs and memory regions. cm does not close c. Attach before
 // binding or resolving IDs.
 func (ch *Channel) AttachContext(c *verbs.Context) error {
+	if c == nil {
+		ch.mu.Lock()
+		closed := ch.closed
+		ch.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		return fmt.Errorf("cm: attach a nil context: %w", unix.EINVAL)
+	}
 	dev := c.Device()
 	if !dev.IndexKnown {
 		return fmt.Errorf("cm: attach context of %s: device index unknown", dev.Name)

@@ -77,6 +77,12 @@ type ID struct {
 
 // CreateID creates an ID in port space ps.
 func (ch *Channel) CreateID(ps PortSpace) (*ID, error) {
+	ch.mu.Lock()
+	closed := ch.closed
+	ch.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
 	if ps != TCP && ps != UDP {
 		return nil, fmt.Errorf("cm: create ID: unsupported port space %s", ps)
 	}
@@ -236,6 +242,9 @@ func addrPort(ss *uverbs.SockaddrStorage) netip.AddrPort {
 // Bind binds the ID to a local address (port 0 picks one). Binding to a
 // specific address also binds the ID to that address's RDMA device.
 func (id *ID) Bind(addr netip.AddrPort) error {
+	if err := id.check(); err != nil {
+		return err
+	}
 	ss, size, err := sockaddr(addr)
 	if err != nil {
 		return err
@@ -261,6 +270,9 @@ func timeoutMS(ctx context.Context, def time.Duration) uint32 {
 // src, or to a local address routed to dst when src is the zero value) and
 // waits for the result. The kernel's timeout is ctx's deadline, or 2 s.
 func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
+	if err := id.check(); err != nil {
+		return err
+	}
 	req := uverbs.UcmResolveAddr{Id: id.handle, Timeout_ms: timeoutMS(ctx, 2*time.Second)}
 	var err error
 	if src.IsValid() {
@@ -400,6 +412,12 @@ func (id *ID) GetRequest(ctx context.Context) (*ID, Event, error) {
 // the connection manager dictates; a UD QP goes on to RTS, since it needs
 // no peer. The ID owns the QP: Close destroys it.
 func (id *ID) CreateQP(pd *verbs.PD, opts qp.Options) (*qp.QP, error) {
+	if err := id.check(); err != nil {
+		return nil, err
+	}
+	if pd == nil {
+		return nil, fmt.Errorf("cm: create QP: nil PD: %w", unix.EINVAL)
+	}
 	dev := id.Context()
 	if dev == nil {
 		return nil, errors.New("cm: create QP: the ID is not bound to a device yet")
@@ -721,6 +739,9 @@ const (
 // SetOption sets an ID option (level RDMA_OPTION_ID) to val, its raw
 // value as the kernel expects it.
 func (id *ID) SetOption(name int, val []byte) error {
+	if err := id.check(); err != nil {
+		return err
+	}
 	if len(val) == 0 {
 		return errors.New("cm: set option: empty value")
 	}
@@ -753,6 +774,9 @@ func (id *ID) Migrate(to *Channel) error {
 	id.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if to == nil {
+		return fmt.Errorf("cm: migrate to a nil channel: %w", unix.EINVAL)
 	}
 	if to == from {
 		return nil
@@ -810,6 +834,17 @@ func (id *ID) destroy(ch *Channel) (uint32, error) {
 
 // Close destroys the ID's QP (if CreateQP made one) and the ID. Events
 // still queued for it are dropped.
+// check returns ErrClosed once Close has begun, for the operations that
+// look at their arguments before they reach the kernel.
+func (id *ID) check() error {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 func (id *ID) Close() error {
 	id.opMu.Lock()
 	defer id.opMu.Unlock()

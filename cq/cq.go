@@ -334,13 +334,13 @@ func WaitChannel(ctx context.Context, ch *verbs.CompChannel) (*CQ, error) {
 // Resize changes the capacity of the CQ to at least cqe. Completions not
 // yet polled are kept; the kernel refuses (EINVAL) a size they do not fit.
 func (c *CQ) Resize(cqe int) error {
-	if cqe < 1 {
-		return fmt.Errorf("cq: resize to %d: %w", cqe, ErrBadCQE)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return verbs.ErrClosed
+	}
+	if cqe < 1 {
+		return fmt.Errorf("cq: resize to %d: %w", cqe, ErrBadCQE)
 	}
 	req := uverbs.ResizeCq{Handle: c.handle, Cqe: uint32(min(cqe, 1<<31-1))}
 	var resp uverbs.ResizeCqResp

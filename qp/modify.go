@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
@@ -86,6 +88,12 @@ func ahAttr(d *uverbs.QpDest) verbs.AHAttr {
 // typed transitions ToInit, ToRTR, ToRTS and ToError choose the mask for
 // the QP type.
 func (q *QP) Modify(attr *Attr, mask AttrMask) error {
+	if q.isClosed() {
+		return verbs.ErrClosed
+	}
+	if attr == nil {
+		return fmt.Errorf("qp: modify: %w", errNilAttr)
+	}
 	if mask&^maskAll != 0 {
 		return fmt.Errorf("qp: modify: unknown mask bits %#x", uint32(mask&^maskAll))
 	}
@@ -152,6 +160,9 @@ type RTRAttr struct {
 
 // ToRTR moves the QP from INIT to RTR (ready to receive).
 func (q *QP) ToRTR(a RTRAttr) error {
+	if q.isClosed() {
+		return verbs.ErrClosed
+	}
 	attr := Attr{State: RTR}
 	mask := MaskState
 	if q.typ != UD {
@@ -225,3 +236,10 @@ func (q *QP) Query() (*Attr, error) {
 		SigAll: resp.Sq_sig_all != 0,
 	}, nil
 }
+
+// errNilAttr is the error of Modify with a nil *Attr.
+var errNilAttr = fmt.Errorf("nil attributes: %w", unix.EINVAL)
+
+// isClosed reports whether Close has begun, for the helpers that check
+// their arguments before taking q.mu.
+func (q *QP) isClosed() bool { return q.postState.Load() == postClosed }

@@ -176,8 +176,11 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if q.rq == nil {
 		return errRecvOnSRQ
 	}
-	if State(q.postState.Load()) == Reset {
+	switch q.postState.Load() {
+	case uint32(Reset):
 		return recvErrors.State()
+	case postClosed:
+		return recvErrors.Closed()
 	}
 	return q.rq.Post(wrs)
 }

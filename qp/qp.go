@@ -135,13 +135,18 @@ type QP struct {
 	rq *rxe.RecvRing // nil with an SRQ
 
 	// postState mirrors state for the posting paths: an atomic load (a
-	// plain MOV on amd64) instead of a lock.
+	// plain MOV on amd64) instead of a lock. After Close it is
+	// postClosed.
 	postState atomic.Uint32
 
 	mu     sync.Mutex // guards state and closed
 	state  State
 	closed bool
 }
+
+// postClosed is postState once Close began: no QP state, so every posting
+// path refuses, and PostRecv can tell a closed QP from one in RESET.
+const postClosed = 0xff
 
 // Post errors, shared by every QP (see rxe.Errors).
 var (
@@ -377,6 +382,7 @@ func (q *QP) Close() error {
 // sqLock, so once Close has held sqLock every doorbell it must wait for is
 // counted.
 func (q *QP) shutPosting() {
+	q.postState.Store(postClosed)
 	if q.sqLock.Lock() {
 		q.sqLock.CloseUnlock()
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -62,6 +64,9 @@ type AH struct {
 func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	if err := pd.Check(); err != nil {
 		return nil, fmt.Errorf("verbs: create AH: %w", err)
+	}
+	if attr == nil {
+		return nil, fmt.Errorf("verbs: create AH: nil attributes: %w", unix.EINVAL)
 	}
 	c := pd.ctx
 	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.ABI()}

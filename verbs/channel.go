@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/pollfd"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -62,7 +64,12 @@ func (ch *CompChannel) FD() int { return ch.fd.Int() }
 
 // Raw runs fn with the channel's descriptor number; the cq package uses it
 // to bind CQs to the channel.
-func (ch *CompChannel) Raw(fn func(fd int) error) error { return ch.fd.Raw(fn) }
+func (ch *CompChannel) Raw(fn func(fd int) error) error {
+	if fn == nil {
+		fn = func(int) error { return fmt.Errorf("verbs: completion channel: nil function: %w", unix.EINVAL) }
+	}
+	return ch.fd.Raw(fn)
+}
 
 // Wait blocks until at least one completion event is queued, then reads
 // events until the fd is drained or handles is full, storing the user
@@ -75,7 +82,11 @@ func (ch *CompChannel) Raw(fn func(fd int) error) error { return ch.fd.Raw(fn) }
 // nothing is left behind for an edge-triggered poller to miss.
 func (ch *CompChannel) Wait(ctx context.Context, handles []uint64) (int, error) {
 	if len(handles) == 0 {
-		return 0, fmt.Errorf("verbs: completion channel wait: no room for events")
+		// A closed channel says so first, whatever the arguments.
+		if err := ch.fd.Raw(func(int) error { return nil }); err != nil {
+			return 0, fmt.Errorf("verbs: completion channel wait: %w", err)
+		}
+		return 0, fmt.Errorf("verbs: completion channel wait: no room for events: %w", unix.EINVAL)
 	}
 	var d uverbs.CompEventDesc
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&d)), unsafe.Sizeof(d))

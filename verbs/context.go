@@ -177,7 +177,25 @@ func (c *Context) CoreSupport() uint64 { return c.coreSupport }
 
 // Do issues an ioctl on the context's device. It returns ErrClosed once the
 // context is closed.
-func (c *Context) Do(r *uverbs.Ioctl) error { return r.Do(c.fd) }
+func (c *Context) Do(r *uverbs.Ioctl) error {
+	// No check of c.closed: Close destroys the objects it still tracks
+	// through Do after setting it. Once Close is done, the closed
+	// descriptor refuses.
+	if r == nil {
+		if err := c.fd.Use(func(int) error { return nil }); err != nil {
+			return err
+		}
+		return fmt.Errorf("verbs: nil ioctl request: %w", unix.EINVAL)
+	}
+	return r.Do(c.fd)
+}
+
+// isClosed reports whether Close has begun.
+func (c *Context) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
 
 // Track registers an object the context owns, so Close can destroy it, and
 // returns a non-zero handle unique within the context. Objects pass the

@@ -129,6 +129,9 @@ var ErrNotCapable = &errnoError{"the device does not report the capability", uni
 // CapFlags returns the device's capability flags (DeviceAttr's
 // DeviceCapFlagsEx), queried once per Context.
 func (c *Context) CapFlags() (uint64, error) {
+	if c.isClosed() {
+		return 0, ErrClosed
+	}
 	c.capsOnce.Do(func() {
 		a, err := c.QueryDevice()
 		if err != nil {
@@ -144,6 +147,9 @@ func (c *Context) CapFlags() (uint64, error) {
 // opcode needs (FLUSH of a placement type, ATOMIC WRITE); any other opcode
 // passes. It allocates nothing once CapFlags has been queried.
 func (c *Context) CheckWR(op WROpcode, placement PlacementType) error {
+	if c.isClosed() {
+		return ErrClosed
+	}
 	var need uint64
 	switch op {
 	case WRAtomicWrite:
@@ -173,6 +179,9 @@ func (c *Context) CheckWR(op WROpcode, placement PlacementType) error {
 // CheckAccess reports ErrNotCapable if access (IB_UVERBS_ACCESS_* bits)
 // has a flush flag the device lacks the capability for.
 func (c *Context) CheckAccess(access uint32) error {
+	if c.isClosed() {
+		return ErrClosed
+	}
 	var need uint64
 	if access&AccessFlushGlobal != 0 {
 		need |= DeviceCapFlushGlobal
