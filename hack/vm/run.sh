@@ -21,6 +21,10 @@
 # GOVERBS_VM_CACHE moves the cache (default <repo>/.cache/vm);
 # GOVERBS_KERNEL=6.12|6.1 picks the kernel series (default 6.12, the newest
 # build of it) and GOVERBS_KERNEL_PKG an exact package (see fetch-kernel.sh).
+# GOVERBS_PROVIDER=siw (or GOVERBS_VM_SIW=1) also builds and loads siw.ko
+# (build-siw.sh, cached) and creates siw0 on veth2 (169.254.77.3; veth3 is
+# 169.254.77.4); with GOVERBS_PROVIDER=siw the tests get siw0 as their device.
+# amd64 only.
 # GOVERBS_VM_LOCK=FILE makes VMs share a lock file: each run holds it shared,
 # or exclusively with GOVERBS_VM_LOCK_EXCLUSIVE=1, so a measurement never
 # runs beside another VM on the same machine.
@@ -147,6 +151,17 @@ export GOVERBS_VM_ARCH=$arch # for fetch-kernel.sh
 kdir=$("$here/fetch-kernel.sh") || die "cannot fetch the kernel (hack/vm/fetch-kernel.sh)"
 kver=$(<"$kdir/version")
 
+# soft-iWARP: Debian builds no siw.ko; build-siw.sh adds one to the tree.
+siw=
+if [[ ${GOVERBS_PROVIDER:-} == siw || ${GOVERBS_VM_SIW:-0} == 1 ]]; then
+	[[ $arch == amd64 ]] || die "siw: the $arch test bed has no siw.ko (build-siw.sh builds for amd64 kernels)"
+	"$here/build-siw.sh" "$kdir" || die "cannot build siw.ko for $kver (hack/vm/build-siw.sh)"
+	siw=1
+	# crc32c for siw's MPA CRC is asked for by name at run time, like
+	# crc32_generic for rxe.
+	guest_modules+=(crc32c_generic siw)
+fi
+
 # ------------------------------------------------------------------- kernel --
 
 # qemu can boot the uncompressed vmlinux through its PVH entry point
@@ -248,12 +263,15 @@ key=$({
 	echo "$modlist"
 	sha256sum <"$busybox"
 } | sha256sum | cut -c1-16)
-initramfs=$cache/initramfs-$kver-$key.cpio
+flavor=$kver${siw:+-siw} # with and without siw: two images, both kept
+initramfs=$cache/initramfs-$flavor-$key.cpio
 if [[ ! -s $initramfs ]]; then
 	build_initramfs "$initramfs"
 	# Older builds for this kernel are dead weight (a VM still booting from
 	# one has it open); other kernels' images stay.
-	find "$cache" -maxdepth 1 -name "initramfs-$kver-*.cpio" ! -name "${initramfs##*/}" -delete
+	stale=(-name "initramfs-$flavor-*.cpio" ! -name "${initramfs##*/}")
+	[[ -n $siw ]] || stale+=(! -name "initramfs-$kver-siw-*")
+	find "$cache" -maxdepth 1 "${stale[@]}" -delete
 fi
 
 # ------------------------------------------------------------------ the run --
@@ -299,6 +317,7 @@ if [[ -n $userland ]]; then
 fi
 {
 	echo "run $run"
+	[[ -z $siw ]] || echo "siw 1"
 	i=0
 	for d in "${rw_final[@]}"; do
 		echo "rw rw$i $d"
@@ -325,7 +344,11 @@ fi
 	done < <(compgen -e)
 	[[ -n ${PATH:-} ]] || echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 	echo 'export TMPDIR=/tmp GOVERBS_IN_VM=1 GOVERBS_REQUIRE_DEVICE=1'
-	echo 'export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=veth0 GOVERBS_TEST_ADDR=169.254.77.1'
+	if [[ ${GOVERBS_PROVIDER:-rxe} == siw ]]; then
+		echo 'export GOVERBS_TEST_DEVICE=siw0 GOVERBS_TEST_NETDEV=veth2 GOVERBS_TEST_ADDR=169.254.77.3'
+	else
+		echo 'export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=veth0 GOVERBS_TEST_ADDR=169.254.77.1'
+	fi
 	# MRs pin memory, so RDMA hosts run with an unlimited memlock limit; root
 	# would bypass the limit anyway, but code that reads it should see the same.
 	echo 'ulimit -l unlimited'
