@@ -400,12 +400,18 @@ func TestManyConnections(t *testing.T) {
 		if ev, err := s.id.Event(timeout(t)); err != nil || ev.Type != cm.EventDisconnected {
 			t.Fatalf("server side: %v %v", ev.Type, err)
 		}
-		s.id.Close()
+		if err := s.id.Close(); err != nil {
+			t.Errorf("server ID close: %v", err)
+		}
 	}
 	for _, c := range clients {
-		c.id.Close()
+		if err := c.id.Close(); err != nil {
+			t.Errorf("client ID close: %v", err)
+		}
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Errorf("listener close: %v", err)
+	}
 	if got := testutil.Resources(t, dev)["cm_id"]; got != base["cm_id"] {
 		t.Errorf("cm_id %d after closing %d connections, before %d", got, n, base["cm_id"])
 	}

@@ -344,23 +344,19 @@ func TestSharedChannelOrder(t *testing.T) {
 			}
 		}
 		// First a send completion on A's send CQ (a WRITE needs no
-		// receive), then, once that event is surely queued, a receive on
-		// B.
+		// receive), then, once its event is queued on the channel, a
+		// receive on B.
 		write(t, p, uint64(round), true)
-		for !p.A.SendCQ.Pending() {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond)
+		waitReadable(t, ch)
 		if err := p.B.QP.PostRecv([]verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(p.B.MR, 0, 8)}}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, InlineData: []byte("o")}}); err != nil {
 			t.Fatal(err)
 		}
-		for !p.B.RecvCQ.Pending() {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond)
+		// Usually both events are queued by now and one wait drains
+		// them; either way the order must hold.
+		waitQueued(t, p.B.RecvCQ, 1)
 		for i, want := range []*cq.CQ{p.A.SendCQ, p.B.RecvCQ} {
 			got, err := cq.WaitChannel(timeout(t), ch)
 			if err != nil {
@@ -372,6 +368,22 @@ func TestSharedChannelOrder(t *testing.T) {
 		}
 		testutil.Completions(t, p.A.SendCQ, 1)
 		testutil.Completions(t, p.B.RecvCQ, 1)
+	}
+}
+
+// waitReadable waits until ch has an event queued (poll(2) on its fd).
+func waitReadable(t *testing.T, ch *verbs.CompChannel) {
+	t.Helper()
+	pfd := []unix.PollFd{{Fd: int32(ch.FD()), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, 60_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 1 {
+			t.Fatalf("waiting for a completion event: %d %v", n, err)
+		}
+		return
 	}
 }
 

@@ -56,6 +56,10 @@ func TestHotPathAllocs(t *testing.T) {
 	for deadline := time.Now().Add(60 * time.Second); p.A.SendCQ.Queued() < 101 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
+	// Else the measurement below would poll an empty CQ.
+	if q := p.A.SendCQ.Queued(); q < 101 {
+		t.Fatalf("%d of 101 signaled writes completed", q)
+	}
 	wc := make([]verbs.WorkCompletion, 1)
 	if n := testing.AllocsPerRun(100, func() {
 		if _, err := p.A.SendCQ.Poll(wc); err != nil {

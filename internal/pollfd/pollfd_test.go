@@ -34,24 +34,33 @@ func TestReadWaitsAndWakes(t *testing.T) {
 	if n, err := fd.TryRead(buf); n != 0 || err != nil {
 		t.Fatalf("TryRead on empty pipe: %d %v", n, err)
 	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		unix.Write(w, []byte("x"))
+		n, err := fd.Read(context.Background(), buf)
+		done <- result{n, err}
 	}()
-	n, err := fd.Read(context.Background(), buf)
-	if n != 1 || err != nil {
-		t.Fatalf("Read: %d %v", n, err)
+	waitParked(t, "pollfd.(*FD).do(")
+	unix.Write(w, []byte("x"))
+	if r := <-done; r.n != 1 || r.err != nil {
+		t.Fatalf("Read: %d %v", r.n, r.err)
 	}
 }
 
 func TestReadCancelled(t *testing.T) {
 	fd, w := pipe(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		cancel()
+		_, err := fd.Read(ctx, make([]byte, 8))
+		errc <- err
 	}()
-	if _, err := fd.Read(ctx, make([]byte, 8)); !errors.Is(err, context.Canceled) {
+	waitParked(t, "pollfd.(*FD).do(")
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Read: %v", err)
 	}
 	// The deadline used to interrupt must not poison the next read.
@@ -217,7 +226,7 @@ func TestKickRetriesDo(t *testing.T) {
 			return nil
 		})
 	}()
-	time.Sleep(20 * time.Millisecond) // let Do park (it also works if not)
+	waitParked(t, "pollfd.(*FD).do(")
 	ready.Store(true)
 	fd.Kick()
 	if err := <-errc; err != nil {
@@ -225,15 +234,16 @@ func TestKickRetriesDo(t *testing.T) {
 	}
 	// The next Do waits for real readiness again, and a cancelled one
 	// still returns the context's error.
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		unix.Write(w, []byte("z"))
-	}()
 	buf := make([]byte, 1)
-	if err := fd.Do(context.Background(), func(raw int) error {
-		_, err := unix.Read(raw, buf)
-		return err
-	}); err != nil || buf[0] != 'z' {
+	go func() {
+		errc <- fd.Do(context.Background(), func(raw int) error {
+			_, err := unix.Read(raw, buf)
+			return err
+		})
+	}()
+	waitParked(t, "pollfd.(*FD).do(")
+	unix.Write(w, []byte("z"))
+	if err := <-errc; err != nil || buf[0] != 'z' {
 		t.Fatalf("Do after a kicked Do: %v %q", err, buf)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
