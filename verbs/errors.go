@@ -9,7 +9,10 @@ import (
 
 var (
 	// ErrClosed is returned by every operation on a closed Context or on an
-	// object after its Close. It is the same value as uverbs.ErrClosed.
+	// object after its Close, and by a wait that a Close ends (on a CQ, a
+	// completion channel, the async events, an rdma_cm channel or ID):
+	// errors.Is(err, ErrClosed) holds for every closed-object error of
+	// goverbs. It is the same value as uverbs.ErrClosed.
 	ErrClosed = uverbs.ErrClosed
 
 	// ErrNoDevice is returned when a named RDMA device does not exist.
