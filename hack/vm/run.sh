@@ -14,6 +14,12 @@
 #   --bind DIR         arm64 only: also show host directory DIR (read-only)
 #                      in the guest (repeatable; see "arm64" below)
 #   -v                 copy the kernel log to stderr while the VM runs
+#   --link MODE:PORT:ADDR  two-host mode (hack/vm/two-host.sh): the guest gets
+#                      a virtio-net NIC on a qemu socket netdev that listens
+#                      on (MODE listen) or connects to (MODE connect)
+#                      127.0.0.1:PORT, with address ADDR (169.254.77.x), and
+#                      rxe0 on it instead of veth0/veth1 and rxe0/rxe1;
+#                      sch_netem is loaded. amd64, without siw.
 #
 # Defaults can also come from GOVERBS_VM_TIMEOUT, GOVERBS_VM_CPUS,
 # GOVERBS_VM_MEM, GOVERBS_VM_ARCH and GOVERBS_VM_VERBOSE=1 (handy under go
@@ -65,6 +71,7 @@ verbose=${GOVERBS_VM_VERBOSE:-0}
 arch=${GOVERBS_VM_ARCH:-amd64}
 rw_dirs=()
 bind_dirs=()
+link=
 
 # Modules the guest needs, in load order; run.sh expands each to its
 # dependencies. crc32_generic is no symbol dependency of rdma_rxe (rxe asks the
@@ -104,6 +111,8 @@ while (($# > 0)); do
 	--bind) bind_dirs+=("${2:?--bind needs a directory}"); shift 2 ;;
 	--bind=*) bind_dirs+=("${1#*=}"); shift ;;
 	-v) verbose=1; shift ;;
+	--link) link=${2:?--link needs MODE:PORT:ADDR}; shift 2 ;;
+	--link=*) link=${1#*=}; shift ;;
 	-h | --help) usage ;;
 	--) shift; break ;;
 	*) echo "vm: unknown option $1 (the command goes after --)" >&2; usage ;;
@@ -160,6 +169,17 @@ if [[ ${GOVERBS_PROVIDER:-} == siw || ${GOVERBS_VM_SIW:-0} == 1 ]]; then
 	# crc32c for siw's MPA CRC is asked for by name at run time, like
 	# crc32_generic for rxe.
 	guest_modules+=(crc32c_generic siw)
+fi
+
+# Two-host mode: a NIC joined to another VM through 127.0.0.1 only.
+if [[ -n $link ]]; then
+	[[ $link =~ ^(listen|connect):([0-9]+):(169\.254\.77\.([0-9]+))$ ]] ||
+		die "--link $link: want listen|connect:PORT:169.254.77.N"
+	link_mode=${BASH_REMATCH[1]} link_port=${BASH_REMATCH[2]} link_addr=${BASH_REMATCH[3]}
+	link_host=${BASH_REMATCH[4]}
+	((link_host > 0 && link_host < 255 && link_port > 0 && link_port < 65536)) || die "--link $link: bad port or address"
+	[[ $arch == amd64 && -z $siw ]] || die "--link: amd64 and rxe only"
+	guest_modules+=(virtio_net sch_netem)
 fi
 
 # ------------------------------------------------------------------- kernel --
@@ -264,6 +284,7 @@ key=$({
 	sha256sum <"$busybox"
 } | sha256sum | cut -c1-16)
 flavor=$kver${siw:+-siw} # with and without siw: two images, both kept
+[[ -z $link ]] || flavor=$kver-link
 initramfs=$cache/initramfs-$flavor-$key.cpio
 if [[ ! -s $initramfs ]]; then
 	build_initramfs "$initramfs"
@@ -271,6 +292,7 @@ if [[ ! -s $initramfs ]]; then
 	# one has it open); other kernels' images stay.
 	stale=(-name "initramfs-$flavor-*.cpio" ! -name "${initramfs##*/}")
 	[[ -n $siw ]] || stale+=(! -name "initramfs-$kver-siw-*")
+	[[ -n $link ]] || stale+=(! -name "initramfs-$kver-link-*")
 	find "$cache" -maxdepth 1 "${stale[@]}" -delete
 fi
 
@@ -318,6 +340,7 @@ fi
 {
 	echo "run $run"
 	[[ -z $siw ]] || echo "siw 1"
+	[[ -z $link ]] || echo "link $link_addr"
 	i=0
 	for d in "${rw_final[@]}"; do
 		echo "rw rw$i $d"
@@ -344,7 +367,9 @@ fi
 	done < <(compgen -e)
 	[[ -n ${PATH:-} ]] || echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 	echo 'export TMPDIR=/tmp GOVERBS_IN_VM=1 GOVERBS_REQUIRE_DEVICE=1'
-	if [[ ${GOVERBS_PROVIDER:-rxe} == siw ]]; then
+	if [[ -n $link ]]; then
+		echo "export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=eth0 GOVERBS_TEST_ADDR=$link_addr"
+	elif [[ ${GOVERBS_PROVIDER:-rxe} == siw ]]; then
 		echo 'export GOVERBS_TEST_DEVICE=siw0 GOVERBS_TEST_NETDEV=veth2 GOVERBS_TEST_ADDR=169.254.77.3'
 	else
 		echo 'export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=veth0 GOVERBS_TEST_ADDR=169.254.77.1'
@@ -403,6 +428,10 @@ qemu=(
 	-chardev "stdio,id=out,signal=off" "${out_port[@]}"
 	-monitor none
 	"${virtfs[@]}"
+)
+[[ -z $link ]] || qemu+=(
+	-netdev "socket,id=link0,$link_mode=127.0.0.1:$link_port"
+	-device "virtio-net-pci,netdev=link0,mac=52:54:00:77:00:$(printf %02x "$link_host")"
 )
 
 # qboot (shipped with qemu) starts the kernel ~0.3 s sooner than SeaBIOS and
