@@ -1,0 +1,53 @@
+package faults
+
+import (
+	"testing"
+	"time"
+)
+
+// The retry configurations. fast: a 67 ms ACK timeout and 6 retries (a
+// budget of about half a second), for the lossy links and the dying peers.
+// patient: a 1.07 s ACK timeout (a budget of about 7.5 s), longer than the
+// link stays down. Not 7 retries: rxe (6.1 and 6.12, rxe_comp.c) never
+// counts a retry_cnt of 7 down, so 7 means retry forever there, as only
+// rnr_retry's 7 does in the IB spec; TestPeerKilled caught it (the WRs
+// outstanding when the peer died never completed).
+var (
+	fast    = qpConfig{Timeout: 14, RetryCnt: 6, RNRRetry: 3, RNRTimer: 12}
+	patient = qpConfig{Timeout: 18, RetryCnt: 6, RNRRetry: 3, RNRTimer: 12}
+)
+
+// Tests run in this order on both VMs; the one that powers b off must be
+// the last.
+
+func TestLoss5(t *testing.T) {
+	faultTest(t, fault{name: "netem loss 5%", iters: 60, qp: fast, netem: "loss 5%"})
+}
+
+func TestLoss30(t *testing.T) {
+	faultTest(t, fault{name: "netem loss 30%", iters: 30, qp: fast, netem: "loss 30%"})
+}
+
+func TestDuplicate(t *testing.T) {
+	faultTest(t, fault{name: "netem duplicate 20%", iters: 60, qp: fast, netem: "duplicate 20%"})
+}
+
+func TestReorder(t *testing.T) {
+	faultTest(t, fault{name: "netem delay 10ms reorder 25% 50%", iters: 60, qp: fast, netem: "delay 10ms reorder 25% 50%"})
+}
+
+func TestDelay(t *testing.T) {
+	faultTest(t, fault{name: "netem delay 20ms", iters: 60, qp: fast, netem: "delay 20ms"})
+}
+
+func TestLinkDown(t *testing.T) {
+	faultTest(t, fault{name: "b's link down 2 s", iters: 60, qp: patient, inject: "linkdown", down: 2 * time.Second})
+}
+
+func TestPeerKilled(t *testing.T) {
+	faultTest(t, fault{name: "peer process SIGKILL", iters: 60, qp: fast, inject: "die"})
+}
+
+func TestPeerPoweredOff(t *testing.T) {
+	faultTest(t, fault{name: "peer VM powered off", iters: 60, qp: fast, inject: "poweroff"})
+}

@@ -1,0 +1,727 @@
+package faults
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// The stream: iterations of four work requests each, all signaled — a
+// SEND of a checksummed message (checked by b), an RDMA WRITE of a pattern
+// into b's memory, an RDMA READ of it back (checked by a) and a
+// FETCH_AND_ADD on a counter in b's memory (the old values a gets back
+// must all differ: no atomic executed twice).
+const (
+	wrsPerIter = 4
+	slots      = 64   // buffer slots, reused round robin
+	window     = 8    // iterations in flight, < slots
+	sendLen    = 256  // SEND payload
+	rdmaLen    = 1024 // WRITE/READ length
+)
+
+// Layout of a's MR: send payloads, write sources, read targets, atomic
+// results. b's MR: write targets, the counter, receive buffers.
+const (
+	aSendOff   = 0
+	aWriteOff  = aSendOff + slots*sendLen
+	aReadOff   = aWriteOff + slots*rdmaLen
+	aAtomicOff = aReadOff + slots*rdmaLen
+	aMRLen     = aAtomicOff + slots*8
+
+	bWriteOff   = 0
+	bCounterOff = slots * rdmaLen
+	bRecvOff    = bCounterOff + 64
+)
+
+// qpConfig is the retry configuration of both QPs.
+type qpConfig struct {
+	Timeout  uint8 // 4.096 µs × 2^Timeout
+	RetryCnt uint8
+	RNRRetry uint8 // < 7 (7 is infinite)
+	RNRTimer uint8 // the RNR NAK timer code (IB spec table)
+}
+
+// ackTimeout is the local ACK timeout the configuration asks for.
+func (c qpConfig) ackTimeout() time.Duration {
+	return time.Duration(4096<<c.Timeout) * time.Nanosecond
+}
+
+// rnrTimes are the RNR NAK timer codes' delays (IBA table 45), in µs.
+var rnrTimes = [32]float64{655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280,
+	1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
+	163840, 245760, 327680, 491520}
+
+// budget is the longest a QP may go without progress before it must fail
+// its oldest work request: the first try and RetryCnt retries, each ending
+// in an ACK timeout, plus the RNR retries' delays.
+func (c qpConfig) budget() time.Duration {
+	b := time.Duration(c.RetryCnt+1) * c.ackTimeout()
+	b += time.Duration(float64(c.RNRRetry+1)*rnrTimes[c.RNRTimer&31]) * time.Microsecond
+	return b
+}
+
+// slack is what the bound allows beyond the budget: rxe's timers run on
+// jiffies and its tasks on a single emulated (TCG) CPU shared with the
+// test, the fault itself takes effect through the control connection,
+// and rxe arms its retransmit timer from the last packet it sent.
+func (c qpConfig) slack() time.Duration { return c.budget() + 3*time.Second }
+
+// setup is a's first message: what the test is and how b must serve it.
+type setup struct {
+	Test  string
+	Mode  string // "": in this process; "kill": in a child a has killed; "poweroff"
+	Recvs int    // receives b posts (no RNR: every SEND has one)
+	QP    qpConfig
+}
+
+// qpInfo is what each side tells the other to connect.
+type qpInfo struct {
+	QPN  uint32
+	PSN  uint32
+	GID  verbs.GID
+	Addr uint64 // b: its MR
+	RKey uint32
+}
+
+// command is a's message during and after the stream.
+type command struct {
+	Op          string // netem, linkdown, die, poweroff, done
+	Netem       string
+	DownFor     time.Duration
+	SendsPosted int
+	SendsOK     int
+}
+
+// report is b's answer to done (and to every other command: Err).
+type report struct {
+	Received int    // SENDs received, checksum good
+	Flushed  int    // receives flushed
+	Lost     int    // receives neither
+	Dups     int    // messages received twice
+	Bad      int    // messages whose checksum or sequence was wrong
+	Counter  uint64 // the FETCH_AND_ADD target
+	Err      string
+	Killed   bool   // kill mode: the child died of SIGKILL
+	Baseline string // kill mode: what b's kernel still held afterwards ("" = all released)
+}
+
+// result is one line of the per-fault table.
+type result struct {
+	Fault                   string
+	Posted, OK, Error, Lost int
+	Detect                  time.Duration // fault to first error completion (0: none)
+	MaxGap                  time.Duration // longest wait with WRs outstanding and no completion
+	Budget                  time.Duration
+	Wall                    time.Duration
+}
+
+func printTable(w io.Writer) {
+	resultMu.Lock()
+	defer resultMu.Unlock()
+	fmt.Fprintln(w, "faults: | fault | WRs posted | completed OK | completed in error | lost | time to detect | longest stall | retry budget | wall |")
+	fmt.Fprintln(w, "faults: |---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		detect := "-"
+		if r.Detect > 0 {
+			detect = r.Detect.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "faults: | %s | %d | %d | %d | %d | %s | %s | %s | %s |\n", r.Fault, r.Posted, r.OK, r.Error, r.Lost,
+			detect, r.MaxGap.Round(time.Millisecond), r.Budget.Round(time.Millisecond), r.Wall.Round(100*time.Millisecond))
+	}
+}
+
+// endpoint is one side's verbs objects.
+type endpoint struct {
+	ctx    *verbs.Context
+	pd     *verbs.PD
+	ch     *verbs.CompChannel
+	scq    *cq.CQ
+	rcq    *cq.CQ
+	qp     *qp.QP
+	mr     *mr.MR
+	gidIdx int
+	gid    verbs.GID
+}
+
+func openEndpoint(dev verbs.Device, addr string, mrLen, sendWR, recvWR int) (*endpoint, error) {
+	ctx, err := verbs.OpenDevice(dev)
+	if err != nil {
+		return nil, err
+	}
+	e := &endpoint{ctx: ctx}
+	fail := func(err error) (*endpoint, error) {
+		ctx.Close()
+		return nil, err
+	}
+	want := netip.MustParseAddr(addr)
+	table, err := ctx.QueryGIDTable()
+	if err != nil {
+		return fail(err)
+	}
+	found := false
+	for _, g := range table {
+		if g.Port == 1 && netip.AddrFrom16(g.GID).Unmap() == want {
+			e.gidIdx, e.gid, found = g.Index, g.GID, true
+			break
+		}
+	}
+	if !found {
+		return fail(fmt.Errorf("no GID for %s on %s", addr, dev.Name))
+	}
+	if e.pd, err = ctx.AllocPD(); err != nil {
+		return fail(err)
+	}
+	if e.ch, err = ctx.NewCompChannel(); err != nil {
+		return fail(err)
+	}
+	if e.scq, err = cq.New(ctx, cq.Options{CQE: sendWR, Channel: e.ch}); err != nil {
+		return fail(err)
+	}
+	if e.rcq, err = cq.New(ctx, cq.Options{CQE: recvWR + 1, Channel: e.ch}); err != nil {
+		return fail(err)
+	}
+	if e.qp, err = qp.New(e.pd, qp.Options{Type: qp.RC, SendCQ: e.scq, RecvCQ: e.rcq,
+		Caps: qp.Caps{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return fail(err)
+	}
+	if e.mr, err = mr.New(e.pd, mrLen, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
+		return fail(err)
+	}
+	return e, nil
+}
+
+// init moves the QP to INIT.
+func (e *endpoint) init() error {
+	return e.qp.ToInit(qp.InitAttr{Port: 1, Access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic})
+}
+
+// connect moves the QP from INIT to RTS towards peer.
+func (e *endpoint) connect(c qpConfig, psn uint32, peer qpInfo) error {
+	path := verbs.AHAttr{IsGlobal: true, Port: 1, GRH: verbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(e.gidIdx), HopLimit: 64}}
+	if err := e.qp.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer.QPN, RQPSN: peer.PSN,
+		MaxDestRdAtomic: 16, MinRNRTimer: c.RNRTimer}); err != nil {
+		return err
+	}
+	return e.qp.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry, MaxRdAtomic: 16})
+}
+
+func (e *endpoint) close() error { return e.ctx.Close() }
+
+// pattern fills p with iteration i's bytes.
+func pattern(p []byte, seed uint64, i int) {
+	r := rand.New(rand.NewPCG(seed, uint64(i)))
+	for j := 0; j+8 <= len(p); j += 8 {
+		binary.LittleEndian.PutUint64(p[j:], r.Uint64())
+	}
+}
+
+// message lays out SEND i: sequence, CRC-32 of the rest, pattern.
+func message(p []byte, seed uint64, i int) {
+	binary.LittleEndian.PutUint32(p, uint32(i))
+	pattern(p[8:], seed, i)
+	binary.LittleEndian.PutUint32(p[4:], crc32.ChecksumIEEE(p[8:]))
+}
+
+// fault is one fault test's scenario, as a runs it.
+type fault struct {
+	name   string
+	iters  int
+	qp     qpConfig
+	netem  string        // both sides' egress during the stream
+	inject string        // at a third of the stream: linkdown, die, poweroff
+	down   time.Duration // linkdown: how long b's link stays down
+}
+
+// wrState tracks one work request.
+type wrState uint8
+
+const (
+	wrFree wrState = iota
+	wrPosted
+	wrDone
+)
+
+// faultTest runs sc on either VM.
+func faultTest(t *testing.T, sc fault) {
+	switch bed(t) {
+	case "a":
+		drive(t, sc)
+	case "b":
+		serve(t)
+	}
+}
+
+// drive is a's side: connect to b, run the stream with the fault, check
+// the accounting.
+func drive(t *testing.T, sc fault) {
+	start := time.Now()
+	base := takeBaseline(t)
+	seed := uint64(time.Now().UnixNano())
+	mode := ""
+	if sc.inject == "die" || sc.inject == "poweroff" {
+		mode = map[string]string{"die": "kill", "poweroff": "poweroff"}[sc.inject]
+	}
+	c := dial(t)
+	if err := c.send(setup{Test: t.Name(), Mode: mode, Recvs: sc.iters, QP: sc.qp}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := openEndpoint(base.dev, testutil.Addr(t), aMRLen, 2*window*wrsPerIter, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peer qpInfo
+	if err := c.recv(&peer); err != nil {
+		t.Fatalf("b's QP: %v", err)
+	}
+	const psn = 0x1234
+	if err := c.send(qpInfo{QPN: e.qp.QPN(), PSN: psn, GID: e.gid}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.init(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.connect(sc.qp, psn, peer); err != nil {
+		t.Fatal(err)
+	}
+	var ready report
+	if err := c.recv(&ready); err != nil || ready.Err != "" {
+		t.Fatalf("b not ready: %v %s", err, ready.Err)
+	}
+	if sc.netem != "" {
+		if err := c.send(command{Op: "netem", Netem: sc.netem}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.recv(&ready); err != nil || ready.Err != "" {
+			t.Fatalf("b's netem: %v %s", err, ready.Err)
+		}
+		if err := setNetem(sc.netem); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { setNetem("") })
+	}
+
+	res := result{Fault: sc.name, Budget: sc.qp.budget()}
+	st := stream(t, e, c, sc, peer, seed, &res)
+	res.Wall = time.Since(start)
+
+	if sc.netem != "" {
+		if err := setNetem(""); err != nil {
+			t.Error(err)
+		}
+	}
+	// b's account of the SENDs.
+	var rep report
+	switch mode {
+	case "":
+		if err := c.send(command{Op: "done", SendsPosted: st.sendsPosted, SendsOK: st.sendsOK}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.recv(&rep); err != nil {
+			t.Fatalf("b's report: %v", err)
+		}
+	case "kill":
+		if err := c.recv(&rep); err != nil {
+			t.Fatalf("b's report: %v", err)
+		}
+		if !rep.Killed {
+			t.Errorf("b: the peer process did not die of SIGKILL")
+		}
+		if rep.Baseline != "" {
+			t.Errorf("b: the killed peer's kernel objects were not all released: %s", rep.Baseline)
+		}
+	}
+	if rep.Err != "" {
+		t.Errorf("b: %s", rep.Err)
+	}
+	if mode == "" {
+		if rep.Lost != 0 || rep.Dups != 0 || rep.Bad != 0 {
+			t.Errorf("b's receives: %d lost, %d received twice, %d corrupt", rep.Lost, rep.Dups, rep.Bad)
+		}
+		if rep.Received < st.sendsOK || rep.Received > st.sendsPosted {
+			t.Errorf("b received %d SENDs; a saw %d of %d complete successfully", rep.Received, st.sendsOK, st.sendsPosted)
+		}
+		if res.Error == 0 && rep.Received != st.sendsOK {
+			t.Errorf("no errors, but b received %d SENDs for %d successful", rep.Received, st.sendsOK)
+		}
+		if rep.Counter < uint64(st.addsOK) || rep.Counter > uint64(st.addsPosted) {
+			t.Errorf("counter %d: %d FETCH_AND_ADDs succeeded of %d posted", rep.Counter, st.addsOK, st.addsPosted)
+		}
+		if res.Error == 0 && rep.Counter != uint64(st.addsOK) {
+			t.Errorf("no errors, but the counter is %d after %d FETCH_AND_ADDs", rep.Counter, st.addsOK)
+		}
+		for v := range st.oldValues {
+			if v >= rep.Counter {
+				t.Errorf("FETCH_AND_ADD returned %d, beyond the final counter %d", v, rep.Counter)
+			}
+		}
+	}
+	c.c.Close()
+	if err := e.close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	base.check(t, "a")
+
+	resultMu.Lock()
+	results = append(results, res)
+	resultMu.Unlock()
+	t.Logf("faults: %s: %d WRs posted, %d completed OK, %d completed in error, %d lost; time to detect %v; longest stall %v (retry budget %v)",
+		sc.name, res.Posted, res.OK, res.Error, res.Lost, res.Detect, res.MaxGap, res.Budget)
+}
+
+// streamStats is what a's stream saw.
+type streamStats struct {
+	sendsPosted, sendsOK int
+	addsPosted, addsOK   int
+	oldValues            map[uint64]bool
+}
+
+// stream posts sc.iters iterations (fewer once a completion fails), waits
+// for every work request's completion and checks each exactly once.
+func stream(t *testing.T, e *endpoint, c *ctl, sc fault, peer qpInfo, seed uint64, res *result) streamStats {
+	st := streamStats{oldValues: map[uint64]bool{}}
+	buf := e.mr.Bytes()
+	states := make([]wrState, sc.iters*wrsPerIter)
+	iterLeft := make([]int, sc.iters) // WRs of the iteration not completed yet
+	budget, slack := sc.qp.budget(), sc.qp.slack()
+	var (
+		posted, completed int // WRs
+		next, oldest      int // next iteration to post, oldest not complete
+		failed            bool
+		injected          time.Time
+		lastProgress      = time.Now()
+		wcs               = make([]verbs.WorkCompletion, 2*window*wrsPerIter)
+		wrs               = make([]verbs.SendWR, wrsPerIter)
+		sges              = make([]verbs.SGE, wrsPerIter)
+	)
+	post := func(i int) {
+		s := i % slots
+		message(buf[aSendOff+s*sendLen:aSendOff+(s+1)*sendLen], seed, i)
+		pattern(buf[aWriteOff+s*rdmaLen:aWriteOff+(s+1)*rdmaLen], seed^0x5a5a, i)
+		clear(buf[aReadOff+s*rdmaLen : aReadOff+(s+1)*rdmaLen])
+		sges[0] = testutil.SGE(e.mr, aSendOff+s*sendLen, sendLen)
+		sges[1] = testutil.SGE(e.mr, aWriteOff+s*rdmaLen, rdmaLen)
+		sges[2] = testutil.SGE(e.mr, aReadOff+s*rdmaLen, rdmaLen)
+		sges[3] = testutil.SGE(e.mr, aAtomicOff+s*8, 8)
+		remote := peer.Addr + bWriteOff + uint64(s*rdmaLen)
+		base := uint64(i * wrsPerIter)
+		wrs[0] = verbs.SendWR{WRID: base, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: sges[0:1]}
+		wrs[1] = verbs.SendWR{WRID: base + 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: sges[1:2], RemoteAddr: remote, RKey: peer.RKey}
+		wrs[2] = verbs.SendWR{WRID: base + 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, SGList: sges[2:3], RemoteAddr: remote, RKey: peer.RKey}
+		wrs[3] = verbs.SendWR{WRID: base + 3, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled, SGList: sges[3:4],
+			RemoteAddr: peer.Addr + bCounterOff, RKey: peer.RKey, CompareAdd: 1}
+		if err := e.qp.PostSend(wrs); err != nil {
+			t.Fatalf("post iteration %d: %v", i, err)
+		}
+		for k := range wrsPerIter {
+			states[int(base)+k] = wrPosted
+		}
+		iterLeft[i] = wrsPerIter
+		posted += wrsPerIter
+		st.sendsPosted++
+		st.addsPosted++
+		if posted == wrsPerIter || completed == posted-wrsPerIter {
+			lastProgress = time.Now() // the clock starts with outstanding work
+		}
+	}
+	for {
+		// Post while the window allows and nothing failed.
+		for !failed && next < sc.iters && next-oldest < window {
+			post(next)
+			next++
+			if sc.inject != "" && injected.IsZero() && next == sc.iters/3 {
+				injected = time.Now()
+				if err := c.send(command{Op: sc.inject, DownFor: sc.down}); err != nil {
+					t.Fatalf("inject %s: %v", sc.inject, err)
+				}
+			}
+		}
+		if completed == posted && (failed || next == sc.iters) {
+			break
+		}
+		// Wait for completions, no longer than the retry budget allows.
+		limit := lastProgress.Add(budget + slack)
+		wctx, cancel := context.WithDeadline(context.Background(), limit)
+		err := e.scq.Wait(wctx)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("wait: %v", err)
+		}
+		n, perr := e.scq.Poll(wcs)
+		if perr != nil {
+			t.Fatalf("poll: %v", perr)
+		}
+		now := time.Now()
+		if n == 0 {
+			if err != nil { // deadline: nothing for budget+slack
+				t.Errorf("%d WRs outstanding and no completion for %v (retry budget %v + slack %v)",
+					posted-completed, now.Sub(lastProgress).Round(time.Millisecond), budget, slack)
+				res.MaxGap = max(res.MaxGap, now.Sub(lastProgress))
+				break
+			}
+			continue
+		}
+		res.MaxGap = max(res.MaxGap, now.Sub(lastProgress))
+		lastProgress = now
+		for _, wc := range wcs[:n] {
+			id := int(wc.WRID)
+			if id >= len(states) || states[id] != wrPosted {
+				t.Errorf("completion for WR %d, which is not outstanding (state %d): completed twice or never posted", id, states[id%len(states)])
+				continue
+			}
+			states[id] = wrDone
+			completed++
+			i, k := id/wrsPerIter, id%wrsPerIter
+			s := i % slots
+			if iterLeft[i]--; iterLeft[i] == 0 {
+				for oldest < next && iterLeft[oldest] == 0 {
+					oldest++
+				}
+			}
+			if wc.Status != verbs.WCSuccess {
+				res.Error++
+				if !failed {
+					failed = true
+					if !injected.IsZero() {
+						res.Detect = now.Sub(injected)
+					}
+					t.Logf("first error: WR %d (iteration %d, op %d): %v after %d OK", id, i, k, wc.Status, res.OK)
+				}
+				continue
+			}
+			res.OK++
+			switch k {
+			case 0:
+				st.sendsOK++
+			case 2:
+				want := make([]byte, rdmaLen)
+				pattern(want, seed^0x5a5a, i)
+				if got := buf[aReadOff+s*rdmaLen : aReadOff+(s+1)*rdmaLen]; string(got) != string(want) {
+					t.Errorf("iteration %d: RDMA READ returned other bytes than the RDMA WRITE before it wrote", i)
+				}
+			case 3:
+				st.addsOK++
+				v := binary.LittleEndian.Uint64(buf[aAtomicOff+s*8:])
+				if st.oldValues[v] {
+					t.Errorf("iteration %d: FETCH_AND_ADD returned %d twice: an atomic executed twice", i, v)
+				}
+				st.oldValues[v] = true
+			}
+		}
+	}
+	res.Posted = posted
+	res.Lost = posted - completed
+	if res.Lost != 0 {
+		t.Errorf("%d of %d WRs never completed", res.Lost, posted)
+	}
+	if !injected.IsZero() && sc.inject != "linkdown" && !failed {
+		t.Errorf("%s: no work request failed", sc.inject)
+	}
+	if res.Detect > budget+slack {
+		t.Errorf("time to detect %v, beyond the retry budget %v + slack %v", res.Detect, budget, slack)
+	}
+	return st
+}
+
+// serve is b's side of every fault test.
+func serve(t *testing.T) {
+	c := accept(t)
+	defer c.c.Close()
+	base := takeBaseline(t) // with the control connection open
+	var su setup
+	if err := c.recv(&su); err != nil {
+		t.Fatalf("a's setup: %v", err)
+	}
+	if su.Test != t.Name() {
+		t.Fatalf("a runs %s, b runs %s: the two VMs run different tests", su.Test, t.Name())
+	}
+	t.Cleanup(func() { setNetem("") })
+	switch su.Mode {
+	case "":
+		if err := respond(c, su, base.dev, os.Getenv(testutil.EnvAddr)); err != nil {
+			t.Error(err)
+		}
+		base.check(t, "b")
+	case "poweroff":
+		if err := respond(c, su, base.dev, os.Getenv(testutil.EnvAddr)); err != nil {
+			t.Error(err)
+		}
+		t.Fatal("b should have powered off")
+	case "kill":
+		serveChild(t, c, su, base)
+	default:
+		t.Fatalf("unknown mode %q", su.Mode)
+	}
+}
+
+// respond serves one stream as the responder: it posts the receives,
+// connects, and obeys a's commands until done (or dies, or powers off).
+func respond(c *ctl, su setup, dev verbs.Device, addr string) (err error) {
+	e, err := openEndpoint(dev, addr, bRecvOff+su.Recvs*sendLen, 4, su.Recvs)
+	if err != nil {
+		c.send(report{Err: err.Error()})
+		return err
+	}
+	defer func() {
+		if cerr := e.close(); err == nil {
+			err = cerr
+		}
+	}()
+	buf := e.mr.Bytes()
+	recvs := make([]verbs.RecvWR, su.Recvs)
+	for i := range recvs {
+		recvs[i] = verbs.RecvWR{WRID: uint64(i), SGList: []verbs.SGE{testutil.SGE(e.mr, bRecvOff+i*sendLen, sendLen)}}
+	}
+	if err := e.init(); err != nil {
+		return err
+	}
+	if err := e.qp.PostRecv(recvs); err != nil {
+		return err
+	}
+	const psn = 0x4321
+	if err := c.send(qpInfo{QPN: e.qp.QPN(), PSN: psn, GID: e.gid, Addr: e.mr.IOVA(), RKey: e.mr.RKey()}); err != nil {
+		return err
+	}
+	var peer qpInfo
+	if err := c.recv(&peer); err != nil {
+		return err
+	}
+	if err := e.connect(su.QP, psn, peer); err != nil {
+		c.send(report{Err: err.Error()})
+		return err
+	}
+	if err := c.send(report{}); err != nil {
+		return err
+	}
+
+	// Receive completions, checked as they come.
+	var (
+		mu   sync.Mutex
+		rep  report
+		seen = make([]bool, su.Recvs)
+		done = make(chan struct{})
+		stop = make(chan struct{})
+	)
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		defer close(done)
+		wcs := make([]verbs.WorkCompletion, 16)
+		for {
+			n, err := e.rcq.Poll(wcs)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			for _, wc := range wcs[:n] {
+				if wc.Status != verbs.WCSuccess {
+					rep.Flushed++
+					continue
+				}
+				m := buf[bRecvOff+int(wc.WRID)*sendLen : bRecvOff+int(wc.WRID+1)*sendLen]
+				seq := int(binary.LittleEndian.Uint32(m))
+				if wc.ByteLen != sendLen || crc32.ChecksumIEEE(m[8:]) != binary.LittleEndian.Uint32(m[4:]) || seq >= su.Recvs {
+					rep.Bad++
+					continue
+				}
+				if seen[seq] {
+					rep.Dups++
+					continue
+				}
+				seen[seq] = true
+				rep.Received++
+			}
+			all := rep.Received+rep.Flushed+rep.Bad+rep.Dups >= su.Recvs
+			mu.Unlock()
+			if all {
+				return
+			}
+			if n == 0 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if e.rcq.Wait(rctx) != nil {
+					return
+				}
+			}
+		}
+	}()
+
+	for {
+		var cmd command
+		if err := c.recv(&cmd); err != nil {
+			return fmt.Errorf("a's next command: %w", err)
+		}
+		switch cmd.Op {
+		case "netem":
+			err := setNetem(cmd.Netem)
+			r := report{}
+			if err != nil {
+				r.Err = err.Error()
+			}
+			if err := c.send(r); err != nil {
+				return err
+			}
+		case "linkdown":
+			// No answer: the link is down. a finds out through its QP.
+			if err := run("ip", "link", "set", netdev, "down"); err != nil {
+				return err
+			}
+			time.AfterFunc(cmd.DownFor, func() { run("ip", "link", "set", netdev, "up") })
+		case "die":
+			unix.Kill(os.Getpid(), unix.SIGKILL)
+		case "poweroff":
+			f, err := os.Create(filepath.Join(os.Getenv(envDir), role+".poweroff"))
+			if err != nil {
+				return err
+			}
+			f.Sync()
+			f.Close()
+			unix.Sync()
+			return unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+		case "done":
+			if err := setNetem(""); err != nil {
+				return err
+			}
+			// ERR flushes the receives a's SENDs did not use.
+			if err := e.qp.ToError(); err != nil {
+				return err
+			}
+			deadline := time.After(ctlWait)
+			select {
+			case <-done:
+			case <-deadline:
+				close(stop)
+				cancel()
+				<-done
+			}
+			mu.Lock()
+			r := rep
+			mu.Unlock()
+			r.Lost = su.Recvs - r.Received - r.Flushed - r.Bad - r.Dups
+			r.Counter = binary.LittleEndian.Uint64(buf[bCounterOff:])
+			return c.send(r)
+		default:
+			return fmt.Errorf("unknown command %q", cmd.Op)
+		}
+	}
+}
