@@ -81,10 +81,14 @@ build:
 demo: deps build
 	GOVERBS_KERNEL=$(firstword $(KERNELS)) hack/vm/run.sh -- hack/demo.sh $(GOVERBS)
 
-## bench: Go benchmarks in the VM, then Go vs rdma-core ping-pong, side by side in one boot
+## bench: one table from one VM boot (6.1 unless GOVERBS_KERNEL): C (libibverbs) vs goverbs vs cgo, interleaved rounds, median per-round ratios
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -exec $(VMEXEC) $(PKGS)
-	GOVERBS_PINGPONG_BENCH=1 $(GO) test -count=1 -v -run TestPingpongBench -exec $(VMEXEC) ./cmd/goverbs
+	@mkdir -p $(CURDIR)/.cache/bench
+	gcc -O2 -Wall -o $(CURDIR)/.cache/bench/bench-c bench/c/main.c bench/c/bench.c -libverbs -lpthread
+	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/bench-go ./bench/go
+	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(CURDIR)/.cache/bench/bench-cgo .
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(CURDIR)/.cache/bench $${BENCH_ROUNDS:-7} | tee $(CURDIR)/.cache/bench/raw.txt
+	$(GO) run ./bench/report < $(CURDIR)/.cache/bench/raw.txt | tee $(CURDIR)/.cache/bench/table.md
 
 ## fuzz: a short run of every fuzz target (found with go test -list)
 fuzz:

@@ -1,0 +1,291 @@
+/*
+ * bench-c: the C side of `make bench`. Runs each operation of goverbs'
+ * bench table on libibverbs and prints one line per result:
+ *
+ *	name<TAB>value<TAB>unit
+ *
+ * unit "ns" (per operation, lower is better) or "kmsg/s" (higher is
+ * better). bench/go and bench/cgo print the same names for the same work.
+ * Usage: bench-c [name-prefix...] (default: everything).
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct bp_dev *dev;
+
+#define CHECK(x)                                                                 \
+	do {                                                                     \
+		if ((x) < 0 || (x) > 0x7fffffff) {                                \
+			fprintf(stderr, "bench-c: %s failed at %s:%d\n", #x, __FILE__, __LINE__); \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+#define OK(x)                                                                    \
+	do {                                                                     \
+		if (x) {                                                         \
+			fprintf(stderr, "bench-c: %s failed at %s:%d\n", #x, __FILE__, __LINE__); \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+
+/* wait polls cq until n completions arrived. */
+static void wait_cq(struct ibv_cq *cq, int n)
+{
+	struct ibv_wc wc[16];
+	while (n > 0) {
+		int got = bp_poll(cq, n < 16 ? n : 16, wc);
+		CHECK(got);
+		n -= got;
+	}
+}
+
+static double op_post_recv(void)
+{
+	static struct bp_side *s;
+	if (!s)
+		s = bp_init_qp(dev);
+	double total = 0;
+	int rounds = 40;
+	for (int r = 0; r < rounds; r++) {
+		double t0 = bp_now();
+		for (int i = 0; i < 512; i++)
+			OK(bp_post_recv(dev, s->qp, i, 0));
+		total += bp_now() - t0;
+		OK(bp_reinit(s->qp));
+	}
+	return total / (rounds * 512);
+}
+
+static double poll_empty(int batch)
+{
+	static struct ibv_cq *cq;
+	if (!cq)
+		cq = ibv_create_cq(dev->ctx, BP_CQE, NULL, NULL, 0);
+	struct ibv_wc wc[16];
+	int n = 200000;
+	double t0 = bp_now();
+	for (int i = 0; i < n; i++)
+		if (ibv_poll_cq(cq, batch, wc) != 0)
+			exit(1);
+	return (bp_now() - t0) / n;
+}
+static double op_poll_1(void) { return poll_empty(1); }
+static double op_poll_16(void) { return poll_empty(16); }
+
+static struct bp_pair *pair;
+
+/* post_send: batches of 256 posts (the last signaled), only the posts timed. */
+static double post_send(int write)
+{
+	double total = 0;
+	int rounds = 8, k = 256;
+	for (int r = 0; r < rounds; r++) {
+		if (!write)
+			for (int i = 0; i < k; i++)
+				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+		double t0 = bp_now();
+		for (int i = 0; i < k; i++)
+			OK(bp_post_send(dev, pair->a.qp, write, i == k - 1, i, 0));
+		total += bp_now() - t0;
+		wait_cq(pair->a.scq, 1);
+		if (!write)
+			wait_cq(pair->b.rcq, k);
+	}
+	return total / (rounds * k);
+}
+static double op_post_send_write(void) { return post_send(1); }
+static double op_post_send_send(void) { return post_send(0); }
+
+/* round: post one signaled work request and poll until it completes. */
+static double round_trip(int write)
+{
+	int n = 1000, chunk = 500;
+	double total = 0;
+	struct ibv_wc wc[1];
+	for (int c = 0; c < n; c += chunk) {
+		if (!write)
+			for (int i = 0; i < chunk; i++)
+				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+		double t0 = bp_now();
+		for (int i = 0; i < chunk; i++) {
+			OK(bp_post_send(dev, pair->a.qp, write, 1, i, 0));
+			int got;
+			while ((got = bp_poll(pair->a.scq, 1, wc)) == 0)
+				;
+			CHECK(got);
+		}
+		total += bp_now() - t0;
+		if (!write)
+			wait_cq(pair->b.rcq, chunk);
+	}
+	return total / n;
+}
+static double op_round_write(void) { return round_trip(1); }
+static double op_round_send(void) { return round_trip(0); }
+
+/* Ping-pong of 64-byte SENDs between A and B. Each side keeps 64
+ * receives posted and reposts one per message; sends are signaled every
+ * 32nd and their completions reaped as they come. */
+#define PP_N 1000
+static void pp_prepost(struct ibv_qp *qp)
+{
+	for (int i = 0; i < 64; i++)
+		OK(bp_post_recv(dev, qp, i, 0));
+}
+static void pp_recv(struct bp_side *s)
+{
+	struct ibv_wc wc[1];
+	int got;
+	while ((got = bp_poll(s->rcq, 1, wc)) == 0)
+		;
+	CHECK(got);
+	OK(bp_post_recv(dev, s->qp, 0, 0));
+}
+static void pp_send(struct bp_side *s, int i)
+{
+	struct ibv_wc wc[16];
+	OK(bp_post_send(dev, s->qp, 0, i % 32 == 31, i, 0));
+	CHECK(bp_poll(s->scq, 16, wc));
+}
+static double op_pingpong_1t(void)
+{
+	pp_prepost(pair->a.qp);
+	pp_prepost(pair->b.qp);
+	double t0 = bp_now();
+	for (int i = 0; i < PP_N; i++) {
+		pp_send(&pair->a, i);
+		pp_recv(&pair->b);
+		pp_send(&pair->b, i);
+		pp_recv(&pair->a);
+	}
+	return (bp_now() - t0) / PP_N;
+}
+
+static void *pp_peer(void *arg)
+{
+	(void)arg;
+	bp_pin(1);
+	for (int i = 0; i < PP_N; i++) {
+		pp_recv(&pair->b);
+		pp_send(&pair->b, i);
+	}
+	return NULL;
+}
+
+static double op_pingpong_2t(void)
+{
+	pp_prepost(pair->a.qp);
+	pp_prepost(pair->b.qp);
+	bp_pin(0);
+	pthread_t th;
+	double t0 = bp_now();
+	pthread_create(&th, NULL, pp_peer, NULL);
+	for (int i = 0; i < PP_N; i++) {
+		pp_send(&pair->a, i);
+		pp_recv(&pair->a);
+	}
+	pthread_join(th, NULL);
+	double t = (bp_now() - t0) / PP_N;
+	cpu_set_t all;
+	CPU_ZERO(&all);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &all);
+	sched_setaffinity(0, sizeof(all), &all);
+	return t;
+}
+
+/* msgrate: n signaled 64-byte WRITEs with at most 64 outstanding. */
+static double msgrate(struct bp_pair *p, int n, int off)
+{
+	struct ibv_wc wc[16];
+	int posted = 0, done = 0;
+	double t0 = bp_now();
+	while (done < n) {
+		while (posted < n && posted - done < 64)
+			OK(bp_post_send(dev, p->a.qp, 1, 1, posted++, off));
+		int got = bp_poll(p->a.scq, 16, wc);
+		CHECK(got);
+		done += got;
+	}
+	return n / ((bp_now() - t0) / 1e9) / 1e3;
+}
+static double op_msgrate(void) { return msgrate(pair, 10000, 0); }
+
+struct scale_arg {
+	struct bp_pair *p;
+	int cpu, n;
+};
+static void *scale_worker(void *arg)
+{
+	struct scale_arg *a = arg;
+	bp_pin(a->cpu);
+	msgrate(a->p, a->n, a->cpu * 256);
+	return NULL;
+}
+static double scale(int threads)
+{
+	static struct bp_pair *pairs[64];
+	struct scale_arg args[64];
+	pthread_t th[64];
+	int n = 5000;
+	for (int i = 0; i < threads; i++) {
+		if (!pairs[i])
+			pairs[i] = bp_pair_new(dev);
+		args[i] = (struct scale_arg){pairs[i], i, n};
+	}
+	double t0 = bp_now();
+	for (int i = 0; i < threads; i++)
+		pthread_create(&th[i], NULL, scale_worker, &args[i]);
+	for (int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	return (double)threads * n / ((bp_now() - t0) / 1e9) / 1e3;
+}
+
+struct op {
+	const char *name, *unit;
+	double (*f)(void);
+};
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	dev = bp_open(NULL);
+	if (!dev || !(pair = bp_pair_new(dev)))
+		return 1;
+	struct op ops[] = {
+		{"post_recv", "ns", op_post_recv},
+		{"poll_cq_empty_1", "ns", op_poll_1},
+		{"poll_cq_empty_16", "ns", op_poll_16},
+		{"post_send_write_64", "ns", op_post_send_write},
+		{"post_send_send_64", "ns", op_post_send_send},
+		{"round_write_64", "ns", op_round_write},
+		{"round_send_64", "ns", op_round_send},
+		{"pingpong_send_64_1t", "ns", op_pingpong_1t},
+		{"pingpong_send_64_2t", "ns", op_pingpong_2t},
+		{"msgrate_write_64_w64", "kmsg/s", op_msgrate},
+	};
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		int want = argc < 2;
+		for (int a = 1; a < argc; a++)
+			want |= !strncmp(ops[i].name, argv[a], strlen(argv[a]));
+		if (want)
+			printf("%s\t%.1f\t%s\n", ops[i].name, ops[i].f(), ops[i].unit);
+	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	for (int t = 1; t <= cpus && t <= 64; t++) {
+		char name[32];
+		snprintf(name, sizeof(name), "scale_write_64_w64_x%d", t);
+		int want = argc < 2;
+		for (int a = 1; a < argc; a++)
+			want |= !strncmp(name, argv[a], strlen(argv[a]));
+		if (want)
+			printf("%s\t%.1f\tkmsg/s\n", name, scale(t));
+	}
+	return 0;
+}

@@ -1,0 +1,3 @@
+module github.com/goverbs/goverbs/bench/cgo
+
+go 1.26

@@ -1,0 +1,415 @@
+// Command bench-go is the goverbs side of `make bench`: the operations of
+// bench/c/main.c, the same work per operation, written on goverbs' public
+// API. It prints one line per result, "name<TAB>value<TAB>unit", unit
+// "ns" (per operation) or "kmsg/s".
+//
+//	bench-go [name-prefix...]
+package main
+
+import (
+	"fmt"
+	"log"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+const (
+	depth  = 1024
+	cqe    = 4096
+	msg    = 64
+	bufLen = 1 << 16
+)
+
+type side struct {
+	scq, rcq *cq.CQ
+	qp       *qp.QP
+}
+
+type pair struct{ a, b side }
+
+var (
+	ctx  *verbs.Context
+	pd   *verbs.PD
+	buf  *mr.MR
+	path verbs.AHAttr
+)
+
+func must(err error) {
+	if err != nil {
+		_, file, line, _ := runtime.Caller(1)
+		log.Fatalf("bench-go: %s:%d: %v", file, line, err)
+	}
+}
+
+func open() {
+	name := os.Getenv("GOVERBS_BENCH_DEV")
+	if name == "" {
+		name = "rxe0"
+	}
+	addr := os.Getenv("GOVERBS_BENCH_ADDR")
+	if addr == "" {
+		addr = "169.254.77.1"
+	}
+	var err error
+	ctx, err = verbs.Open(name)
+	must(err)
+	pd, err = ctx.AllocPD()
+	must(err)
+	buf, err = mr.New(pd, bufLen, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	must(err)
+	table, err := ctx.QueryGIDTable()
+	must(err)
+	want := netip.MustParseAddr(addr)
+	for _, e := range table {
+		if e.Port == 1 && netip.AddrFrom16(e.GID).Unmap() == want {
+			path = verbs.AHAttr{IsGlobal: true, Port: 1, GRH: verbs.GlobalRoute{DGID: e.GID, SGIDIndex: uint8(e.Index), HopLimit: 1}}
+			return
+		}
+	}
+	log.Fatalf("bench-go: no GID for %s", addr)
+}
+
+func newSide() side {
+	var s side
+	var err error
+	s.scq, err = cq.New(ctx, cq.Options{CQE: cqe})
+	must(err)
+	s.rcq, err = cq.New(ctx, cq.Options{CQE: cqe})
+	must(err)
+	s.qp, err = qp.New(pd, qp.Options{Type: qp.RC, SendCQ: s.scq, RecvCQ: s.rcq,
+		Caps: qp.Caps{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+	must(err)
+	must(s.qp.ToInit(qp.InitAttr{Port: 1, Access: mr.RemoteWrite | mr.RemoteRead}))
+	return s
+}
+
+func connect(s, peer side, psn, peerPSN uint32) {
+	must(s.qp.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer.qp.QPN(), RQPSN: peerPSN,
+		MaxDestRdAtomic: 4, MinRNRTimer: 1}))
+	must(s.qp.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}))
+}
+
+func newPair() *pair {
+	p := &pair{a: newSide(), b: newSide()}
+	connect(p.a, p.b, 0x1000, 0x2000)
+	connect(p.b, p.a, 0x2000, 0x1000)
+	return p
+}
+
+func reinit(q *qp.QP) {
+	must(q.ToReset())
+	must(q.ToInit(qp.InitAttr{Port: 1, Access: mr.RemoteWrite | mr.RemoteRead}))
+}
+
+// Work requests are built once per call site, as a caller of a hot path
+// would; only the fields that change are rewritten.
+func recvWR(off int) []verbs.RecvWR {
+	return []verbs.RecvWR{{SGList: []verbs.SGE{{Addr: buf.IOVA() + uint64(off), Length: msg, LKey: buf.LKey()}}}}
+}
+
+func sendWR(write bool, off int) []verbs.SendWR {
+	wr := verbs.SendWR{Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: buf.IOVA() + uint64(off), Length: msg, LKey: buf.LKey()}}}
+	if write {
+		wr.Opcode = verbs.WRRDMAWrite
+		wr.RemoteAddr = buf.IOVA() + bufLen/2 + uint64(off)
+		wr.RKey = buf.RKey()
+	}
+	return []verbs.SendWR{wr}
+}
+
+func signal(wr []verbs.SendWR, id int, signaled bool) {
+	wr[0].WRID = uint64(id)
+	wr[0].Flags = 0
+	if signaled {
+		wr[0].Flags = verbs.SendSignaled
+	}
+}
+
+// poll polls up to len(wc) completions; a failed completion is fatal.
+func poll(c *cq.CQ, wc []verbs.WorkCompletion) int {
+	n, err := c.Poll(wc)
+	must(err)
+	for i := range wc[:n] {
+		if wc[i].Status != verbs.WCSuccess {
+			log.Fatalf("bench-go: completion %+v: %v", wc[i], wc[i].Status)
+		}
+	}
+	return n
+}
+
+func waitCQ(c *cq.CQ, n int) {
+	var wc [16]verbs.WorkCompletion
+	for n > 0 {
+		n -= poll(c, wc[:min(n, 16)])
+	}
+}
+
+var p *pair
+
+func opPostRecv() float64 {
+	s := newSide()
+	wr := recvWR(0)
+	var total time.Duration
+	const rounds = 40
+	for r := 0; r < rounds; r++ {
+		t0 := time.Now()
+		for i := 0; i < 512; i++ {
+			wr[0].WRID = uint64(i)
+			must(s.qp.PostRecv(wr))
+		}
+		total += time.Since(t0)
+		reinit(s.qp)
+	}
+	return float64(total.Nanoseconds()) / (rounds * 512)
+}
+
+var emptyCQ *cq.CQ
+
+func pollEmpty(batch int) float64 {
+	if emptyCQ == nil {
+		var err error
+		emptyCQ, err = cq.New(ctx, cq.Options{CQE: cqe})
+		must(err)
+	}
+	wc := make([]verbs.WorkCompletion, batch)
+	const n = 200000
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if k, _ := emptyCQ.Poll(wc); k != 0 {
+			log.Fatal("bench-go: empty CQ polled a completion")
+		}
+	}
+	return float64(time.Since(t0).Nanoseconds()) / n
+}
+
+func postSend(write bool) float64 {
+	const rounds, k = 8, 256
+	swr, rwr := sendWR(write, 0), recvWR(0)
+	var total time.Duration
+	for r := 0; r < rounds; r++ {
+		if !write {
+			for i := 0; i < k; i++ {
+				must(p.b.qp.PostRecv(rwr))
+			}
+		}
+		t0 := time.Now()
+		for i := 0; i < k; i++ {
+			signal(swr, i, i == k-1)
+			must(p.a.qp.PostSend(swr))
+		}
+		total += time.Since(t0)
+		waitCQ(p.a.scq, 1)
+		if !write {
+			waitCQ(p.b.rcq, k)
+		}
+	}
+	return float64(total.Nanoseconds()) / (rounds * k)
+}
+
+func roundTrip(write bool) float64 {
+	const n, chunk = 1000, 500
+	swr, rwr := sendWR(write, 0), recvWR(0)
+	wc := make([]verbs.WorkCompletion, 1)
+	var total time.Duration
+	for c := 0; c < n; c += chunk {
+		if !write {
+			for i := 0; i < chunk; i++ {
+				must(p.b.qp.PostRecv(rwr))
+			}
+		}
+		t0 := time.Now()
+		for i := 0; i < chunk; i++ {
+			signal(swr, i, true)
+			must(p.a.qp.PostSend(swr))
+			for poll(p.a.scq, wc) == 0 {
+			}
+		}
+		total += time.Since(t0)
+		if !write {
+			waitCQ(p.b.rcq, chunk)
+		}
+	}
+	return float64(total.Nanoseconds()) / n
+}
+
+const ppN = 1000
+
+// pp is one side of the ping-pong, with its own work requests and
+// completion buffers (the two sides may run on two threads).
+type pp struct {
+	s    side
+	rwr  []verbs.RecvWR
+	swr  []verbs.SendWR
+	rwc  []verbs.WorkCompletion
+	swc  []verbs.WorkCompletion
+	sent int
+}
+
+func newPP(s side) *pp {
+	x := &pp{s: s, rwr: recvWR(0), swr: sendWR(false, 0),
+		rwc: make([]verbs.WorkCompletion, 1), swc: make([]verbs.WorkCompletion, 16)}
+	for i := 0; i < 64; i++ {
+		must(s.qp.PostRecv(x.rwr))
+	}
+	return x
+}
+
+func (x *pp) recv() {
+	for poll(x.s.rcq, x.rwc) == 0 {
+	}
+	must(x.s.qp.PostRecv(x.rwr))
+}
+
+func (x *pp) send(i int) {
+	signal(x.swr, i, i%32 == 31)
+	must(x.s.qp.PostSend(x.swr))
+	poll(x.s.scq, x.swc)
+}
+
+func opPingpong1() float64 {
+	a, b := newPP(p.a), newPP(p.b)
+	t0 := time.Now()
+	for i := 0; i < ppN; i++ {
+		a.send(i)
+		b.recv()
+		b.send(i)
+		a.recv()
+	}
+	return float64(time.Since(t0).Nanoseconds()) / ppN
+}
+
+func pin(cpu int) {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	must(unix.SchedSetaffinity(0, &set))
+}
+
+func unpin() {
+	var set unix.CPUSet
+	for c := 0; c < runtime.NumCPU(); c++ {
+		set.Set(c)
+	}
+	unix.SchedSetaffinity(0, &set)
+	runtime.UnlockOSThread()
+}
+
+func opPingpong2() float64 {
+	a, b := newPP(p.a), newPP(p.b)
+	pin(0)
+	defer unpin()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	t0 := time.Now()
+	go func() {
+		defer wg.Done()
+		pin(1)
+		defer unpin()
+		for i := 0; i < ppN; i++ {
+			b.recv()
+			b.send(i)
+		}
+	}()
+	for i := 0; i < ppN; i++ {
+		a.send(i)
+		a.recv()
+	}
+	wg.Wait()
+	return float64(time.Since(t0).Nanoseconds()) / ppN
+}
+
+// msgrate posts n signaled 64-byte WRITEs with at most 64 outstanding and
+// returns thousands of messages per second.
+func msgrate(p *pair, n, off int) float64 {
+	swr := sendWR(true, off)
+	wc := make([]verbs.WorkCompletion, 16)
+	posted, done := 0, 0
+	t0 := time.Now()
+	for done < n {
+		for posted < n && posted-done < 64 {
+			signal(swr, posted, true)
+			must(p.a.qp.PostSend(swr))
+			posted++
+		}
+		done += poll(p.a.scq, wc)
+	}
+	return float64(n) / time.Since(t0).Seconds() / 1e3
+}
+
+var scalePairs []*pair
+
+func scale(threads int) float64 {
+	for len(scalePairs) < threads {
+		scalePairs = append(scalePairs, newPair())
+	}
+	const n = 5000
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pin(i)
+			defer unpin()
+			msgrate(scalePairs[i], n, i*256)
+		}()
+	}
+	wg.Wait()
+	return float64(threads*n) / time.Since(t0).Seconds() / 1e3
+}
+
+func main() {
+	log.SetFlags(0)
+	open()
+	p = newPair()
+	ops := []struct {
+		name, unit string
+		f          func() float64
+	}{
+		{"post_recv", "ns", opPostRecv},
+		{"poll_cq_empty_1", "ns", func() float64 { return pollEmpty(1) }},
+		{"poll_cq_empty_16", "ns", func() float64 { return pollEmpty(16) }},
+		{"post_send_write_64", "ns", func() float64 { return postSend(true) }},
+		{"post_send_send_64", "ns", func() float64 { return postSend(false) }},
+		{"round_write_64", "ns", func() float64 { return roundTrip(true) }},
+		{"round_send_64", "ns", func() float64 { return roundTrip(false) }},
+		{"pingpong_send_64_1t", "ns", opPingpong1},
+		{"pingpong_send_64_2t", "ns", opPingpong2},
+		{"msgrate_write_64_w64", "kmsg/s", func() float64 { return msgrate(p, 10000, 0) }},
+	}
+	for t := 1; t <= runtime.NumCPU(); t++ {
+		ops = append(ops, struct {
+			name, unit string
+			f          func() float64
+		}{fmt.Sprintf("scale_write_64_w64_x%d", t), "kmsg/s", func() float64 { return scale(t) }})
+	}
+	for _, op := range ops {
+		if !wanted(op.name) {
+			continue
+		}
+		fmt.Printf("%s\t%.1f\t%s\n", op.name, op.f(), op.unit)
+	}
+}
+
+func wanted(name string) bool {
+	if len(os.Args) < 2 {
+		return true
+	}
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(name, a) {
+			return true
+		}
+	}
+	return false
+}
