@@ -99,5 +99,30 @@ fuzz:
 fuzz-long:
 	hack/fuzz.sh -save 5m
 
+## faults: the fault tests (internal/faults, race detector on) on two VMs
+## joined by one link (hack/vm/two-host.sh): netem loss/duplication/
+## reordering/delay, link down, peer process killed, peer VM powered off;
+## prints the per-fault table (WRs posted, OK, in error, lost, time to detect)
+.PHONY: faults
+faults:
+	@mkdir -p $(LOGDIR)
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
+	@set -o pipefail; start=$$SECONDS; \
+	hack/vm/two-host.sh --timeout 900 -- $(LOGDIR)/faults.test -test.v -test.timeout 12m 2>&1 | tee $(LOGDIR)/faults.log; \
+	rc=$$?; echo "faults: $$((SECONDS - start)) s"; exit $$rc
+	@grep '^a| faults: |' $(LOGDIR)/faults.log | sed 's/^a| faults: //'
+test: faults
+
+## soak: the fault tests' soak alone for SOAK (default 8m, at most 10m): the
+## stream over a mildly lossy, duplicating, reordering link, race detector on
+SOAK ?= 8m
+.PHONY: soak
+soak:
+	@mkdir -p $(LOGDIR)
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
+	@set -o pipefail; GOVERBS_FAULT_SOAK=$(SOAK) hack/vm/two-host.sh --timeout 1200 -- \
+		$(LOGDIR)/faults.test -test.v -test.run '^TestSoak$$' -test.timeout 15m 2>&1 | tee $(LOGDIR)/soak.log
+	@grep '^a| faults: |' $(LOGDIR)/soak.log | sed 's/^a| faults: //'
+
 clean:
 	rm -rf bin .cache/test

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -21,7 +22,7 @@ var (
 // the last.
 
 func TestLoss5(t *testing.T) {
-	faultTest(t, fault{name: "netem loss 5%", iters: 60, qp: fast, netem: "loss 5%"})
+	faultTest(t, fault{name: "netem loss 5%", iters: 60, qp: fast, netem: "loss 5%", clean: true})
 }
 
 func TestLoss30(t *testing.T) {
@@ -29,7 +30,7 @@ func TestLoss30(t *testing.T) {
 }
 
 func TestDuplicate(t *testing.T) {
-	faultTest(t, fault{name: "netem duplicate 20%", iters: 60, qp: fast, netem: "duplicate 20%"})
+	faultTest(t, fault{name: "netem duplicate 20%", iters: 60, qp: fast, netem: "duplicate 20%", clean: true})
 }
 
 func TestReorder(t *testing.T) {
@@ -42,6 +43,23 @@ func TestDelay(t *testing.T) {
 
 func TestLinkDown(t *testing.T) {
 	faultTest(t, fault{name: "b's link down 2 s", iters: 60, qp: patient, inject: "linkdown", down: 2 * time.Second})
+}
+
+// TestSoak runs the stream over a mildly lossy, duplicating, reordering
+// link for GOVERBS_FAULT_SOAK (a Go duration; 20 s by default, make soak
+// asks for minutes). Nothing may fail at these rates: 6 retries all lost
+// is about 1e-10 per packet. The patient ACK timeout keeps a stall of the
+// loaded, emulated peer from passing for a lost packet.
+func TestSoak(t *testing.T) {
+	d := 20 * time.Second
+	if v := os.Getenv("GOVERBS_FAULT_SOAK"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("GOVERBS_FAULT_SOAK=%q: %v", v, err)
+		}
+	}
+	const netem = "loss 2% duplicate 1% delay 2ms reorder 10% 50%"
+	faultTest(t, fault{name: "soak " + d.String() + ": netem " + netem, dur: d, qp: patient, netem: netem, clean: true})
 }
 
 func TestPeerKilled(t *testing.T) {
