@@ -31,6 +31,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -56,8 +57,12 @@ type CQ struct {
 	handle uint32
 	track  uint64
 
-	mu   sync.Mutex // guards ring, cqe and closed against Resize/Close
-	ring *rxe.Queue // written under mu and pollLock; Poll reads it under pollLock
+	mu sync.Mutex // guards ring, cqe and closed against Resize/Close
+	// The provider's ring: exactly one of ring (rxe) and sring (siw) is
+	// set, chosen at creation from the device's driver id. Poll branches
+	// on sring == nil: no interface call, and rxe's path is unchanged.
+	ring  *rxe.Queue // written under mu and pollLock; Poll reads it under pollLock
+	sring *siw.CQ
 	// pollLock is Poll's one lock and close guard: Resize holds it across
 	// RESIZE_CQ and the remap, Close closes it.
 	pollLock rxe.Lock
@@ -108,6 +113,8 @@ func New(ctx *verbs.Context, opts Options) (*CQ, error) {
 func (c *CQ) create(opts Options) error {
 	var respCQE uint32
 	var mi uverbs.RxeCreateCqResp
+	var smi uverbs.SiwUrespCreateCq
+	isSIW := verbs.Driver(c.ctx.Driver()) == verbs.DriverSIW
 	var r uverbs.Ioctl
 	r.Init("CQ.CREATE", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_CREATE, c.ctx.Driver())
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_CQ_HANDLE)
@@ -116,7 +123,11 @@ func (c *CQ) create(opts Options) error {
 	r.U64(uverbs.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, c.track)
 	r.U32(uverbs.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(opts.CompVector))
 	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.ctx.AsyncFD()))
-	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
+	if isSIW {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&smi), unsafe.Sizeof(smi))
+	} else {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
+	}
 	do := func() error { return c.ctx.Do(&r) }
 	if c.ch != nil {
 		// Hold the channel's fd number steady across the call.
@@ -134,6 +145,16 @@ func (c *CQ) create(opts Options) error {
 		return fmt.Errorf("cq: create with %d entries: %w", opts.CQE, err)
 	}
 	c.handle = uint32(r.Data(h))
+	if isSIW {
+		ring, err := mapSIWRing(c.ctx, smi)
+		if err != nil {
+			c.destroy()
+			return err
+		}
+		c.sring = ring
+		c.cqe = int(respCQE)
+		return nil
+	}
 	ring, err := mapRing(c.ctx, mi.Mi)
 	if err != nil {
 		c.destroy()
@@ -150,6 +171,19 @@ func mapRing(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
 		return nil, fmt.Errorf("cq: map ring: %w", err)
 	}
 	ring, err := rxe.NewQueue(mem, unsafe.Sizeof(verbs.WorkCompletion{}))
+	if err != nil {
+		uverbs.Munmap(mem)
+		return nil, fmt.Errorf("cq: %w", err)
+	}
+	return ring, nil
+}
+
+func mapSIWRing(ctx *verbs.Context, mi uverbs.SiwUrespCreateCq) (*siw.CQ, error) {
+	mem, err := uverbs.Mmap(ctx.FD(), mi.Cq_key, siw.CQLen(mi.Num_cqe))
+	if err != nil {
+		return nil, fmt.Errorf("cq: map ring: %w", err)
+	}
+	ring, err := siw.NewCQ(mem, mi.Num_cqe)
 	if err != nil {
 		uverbs.Munmap(mem)
 		return nil, fmt.Errorf("cq: %w", err)
@@ -189,7 +223,12 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 	if !c.pollLock.Lock() {
 		return 0, verbs.ErrClosed
 	}
-	n := rxe.PollCQ(c.ring, wc)
+	var n int
+	if c.sring != nil {
+		n = c.sring.Poll(wc)
+	} else {
+		n = rxe.PollCQ(c.ring, wc)
+	}
 	c.pollLock.Unlock()
 	return n, nil
 }
@@ -201,6 +240,9 @@ func (c *CQ) Queued() int {
 	if c.closed {
 		return 0
 	}
+	if c.sring != nil {
+		return int(c.sring.Available())
+	}
 	return int(c.ring.Available())
 }
 
@@ -208,6 +250,9 @@ func (c *CQ) Queued() int {
 func (c *CQ) Pending() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.sring != nil {
+		return !c.closed && c.sring.Pending()
+	}
 	return !c.closed && c.ring.Available() > 0
 }
 
@@ -224,9 +269,16 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	}
 	c.mu.Lock()
 	closed := c.closed
+	if !closed && c.sring != nil {
+		// siw: arm through the CQ's mapped control word, no system call.
+		c.sring.Arm(solicitedOnly)
+	}
 	c.mu.Unlock()
 	if closed {
 		return verbs.ErrClosed
+	}
+	if c.sring != nil {
+		return nil
 	}
 	return uverbs.Write(c.ctx.FD(), "REQ_NOTIFY_CQ", uverbs.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &req, nil, 0)
 }
@@ -342,6 +394,10 @@ func (c *CQ) Resize(cqe int) error {
 	if cqe < 1 {
 		return fmt.Errorf("cq: resize to %d: %w", cqe, ErrBadCQE)
 	}
+	if c.sring != nil {
+		// siw has no RESIZE_CQ (the kernel driver has no resize_cq).
+		return fmt.Errorf("cq: resize to %d: %w", cqe, verbs.ErrNotCapable)
+	}
 	req := uverbs.ResizeCq{Handle: c.handle, Cqe: uint32(min(cqe, 1<<31-1))}
 	var resp uverbs.ResizeCqResp
 	var mi uverbs.RxeResizeCqResp
@@ -402,7 +458,12 @@ func (c *CQ) Close() error {
 	if c.pollLock.Lock() { // wait for a Poll in progress; refuse later ones
 		c.pollLock.CloseUnlock()
 	}
-	err := uverbs.Munmap(c.ring.Mem())
-	c.ring = nil
+	var err error
+	if c.sring != nil {
+		err = uverbs.Munmap(c.sring.Mem())
+	} else {
+		err = uverbs.Munmap(c.ring.Mem())
+	}
+	c.ring, c.sring = nil, nil
 	return err
 }

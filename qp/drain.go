@@ -26,7 +26,12 @@ func (q *QP) WaitSent(ctx context.Context) error {
 	if !q.sqLock.Lock() {
 		return fmt.Errorf("qp: wait sent: %w", verbs.ErrClosed)
 	}
-	p := q.sq.ProducerIndex()
+	var p uint32
+	if q.ssq != nil {
+		p = q.ssq.Put()
+	} else {
+		p = q.sq.ProducerIndex()
+	}
 	q.sqLock.Unlock()
 	backoff := time.Duration(0)
 	for {
@@ -38,7 +43,12 @@ func (q *QP) WaitSent(ctx context.Context) error {
 		if !q.sqLock.Lock() {
 			return fmt.Errorf("qp: wait sent: %w", verbs.ErrClosed)
 		}
-		done := rxe.SendsTransmitted(q.sq, p)
+		var done bool
+		if q.ssq != nil {
+			done = q.ssq.Transmitted(p)
+		} else {
+			done = rxe.SendsTransmitted(q.sq, p)
+		}
 		q.sqLock.Unlock()
 		if done {
 			return nil

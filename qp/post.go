@@ -1,7 +1,13 @@
 package qp
 
 import (
+	"errors"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -25,7 +31,9 @@ type (
 // error, e.g. uverbs.ErrForeignCredentials), the work requests are queued
 // and go out with the next doorbell.
 //
-// The QP must be in RTS (or ERR, where work requests complete flushed).
+// The QP must be in RTS (or ERR, where work requests complete flushed; on
+// siw, which never flushes a work request posted after the QP left RTS,
+// only RTS).
 // Data in InlineData is copied into the queue; SGList memory must stay
 // registered and untouched until the completion.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
@@ -34,10 +42,20 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		return sendErrors.Closed()
 	}
 	switch State(q.postState.Load()) {
-	case RTS, Error, SQD, SQE:
+	case RTS:
+	case Error, SQD, SQE:
+		if q.ssq != nil {
+			// siw flushes its send queue once, when the QP leaves
+			// RTS; an SQE posted after that would never complete.
+			q.sqLock.Unlock()
+			return sendErrors.State()
+		}
 	default:
 		q.sqLock.Unlock()
 		return sendErrors.State()
+	}
+	if q.ssq != nil {
+		return q.postSendSIW(wrs)
 	}
 	sq := q.sq
 	free := sq.Free()
@@ -73,6 +91,57 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.doorbells.Add(1)
 	q.sqLock.Unlock()
 	derr := q.doorbell.Ring(q.rawFD)
+	q.doorbells.Add(-1)
+	if derr != nil && err == nil {
+		err = sendErrors.At(0, derr)
+	}
+	return err
+}
+
+// postSendSIW is PostSend on siw's send queue; the caller holds sqLock
+// and checked the QP state. siw takes an SQE when its VALID flag is set;
+// the doorbell (POST_SEND with no work requests, as rdma-core's siw_db)
+// makes the kernel process the queue in the system call. rdma-core skips
+// it when the SQE before the list is still VALID (the kernel is busy and
+// will reach the new ones); goverbs rings it for every list, which also
+// restarts a queue whose earlier doorbell failed.
+func (q *QP) postSendSIW(wrs []verbs.SendWR) error {
+	sq := q.ssq
+	var err error
+	n := 0
+	for i := range wrs {
+		wr := &wrs[i]
+		_, verr := q.validateSend(wr)
+		if verr == nil {
+			verr = siw.CheckSend(wr)
+		}
+		if verr != nil {
+			err = sendErrors.At(i, verr)
+			break
+		}
+		if !sq.CanPost(sq.Put()) {
+			err = sendErrors.Full(i)
+			break
+		}
+		sq.Post(wr)
+		n++
+	}
+	if n == 0 {
+		q.sqLock.Unlock()
+		return err
+	}
+	q.doorbells.Add(1)
+	q.sqLock.Unlock()
+	derr := q.doorbell.Ring(q.rawFD)
+	// siw's POST_SEND only try-locks the QP's state: a MODIFY_QP in
+	// progress (ours from another goroutine, or the connection
+	// manager's) makes it fail with ENOTCONN although the QP is in RTS.
+	// rdma-core avoids that by holding its send lock across both; here
+	// the doorbell is retried while the QP is still in RTS for us.
+	for i := 0; derr != nil && i < 1000 && errors.Is(derr, unix.ENOTCONN) && State(q.postState.Load()) == RTS; i++ {
+		runtime.Gosched()
+		derr = q.doorbell.Ring(q.rawFD)
+	}
 	q.doorbells.Add(-1)
 	if derr != nil && err == nil {
 		err = sendErrors.At(0, derr)
@@ -173,7 +242,7 @@ func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
 // first work request not posted. A QP attached to an SRQ has no receive
 // queue: post to the SRQ.
 func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
-	if q.rq == nil {
+	if q.rq == nil && q.srq0 == nil {
 		return errRecvOnSRQ
 	}
 	switch q.postState.Load() {
@@ -181,6 +250,9 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 		return recvErrors.State()
 	case postClosed:
 		return recvErrors.Closed()
+	}
+	if q.srq0 != nil {
+		return q.srq0.Post(wrs)
 	}
 	return q.rq.Post(wrs)
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/srq"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
@@ -123,9 +124,15 @@ type QP struct {
 	track  uint64
 	caps   Caps
 
-	sqLock    rxe.Lock   // the send queue's lock and close guard
-	sq        *rxe.Queue // under sqLock
-	ssn       uint32     // under sqLock
+	sqLock rxe.Lock // the send queue's lock and close guard
+	// The provider's queues, chosen at creation from the device's
+	// driver id: rxe's sq and rq, or siw's ssq and srq0 (exactly one
+	// send queue is set). The posting paths branch on ssq/srq0 == nil:
+	// no interface call, and rxe's path is unchanged.
+	sq        *rxe.Queue     // under sqLock
+	ssq       *siw.SendQueue // under sqLock
+	srq0      *siw.RecvRing  // siw's receive queue; nil with an SRQ or on rxe
+	ssn       uint32         // under sqLock
 	sqSGE     int
 	windows   map[verbs.Window]struct{} // type 2 windows bound through this QP; under sqLock
 	doorbell  *uverbs.Doorbell
@@ -223,6 +230,8 @@ func (q *QP) create(opts Options) error {
 	var capOut uverbs.QpCap
 	var qpn uint32
 	var drv uverbs.RxeCreateQpResp
+	var sdrv uverbs.SiwUrespCreateQp
+	isSIW := verbs.Driver(ctx.Driver()) == verbs.DriverSIW
 	var r uverbs.Ioctl
 	r.Init("QP.CREATE", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_CREATE, ctx.Driver())
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_QP_HANDLE)
@@ -241,7 +250,11 @@ func (q *QP) create(opts Options) error {
 	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_QP_EVENT_FD, ctx.AsyncFD()))
 	r.Out(uverbs.UVERBS_ATTR_CREATE_QP_RESP_CAP, unsafe.Pointer(&capOut), unsafe.Sizeof(capOut))
 	r.Out(uverbs.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, unsafe.Pointer(&qpn), 4)
-	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	if isSIW {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sdrv), unsafe.Sizeof(sdrv))
+	} else {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	}
 	if err := ctx.Do(&r); err != nil {
 		if errors.Is(err, uverbs.ErrClosed) {
 			return fmt.Errorf("qp: create: %w", verbs.ErrClosed)
@@ -254,7 +267,11 @@ func (q *QP) create(opts Options) error {
 	// The descriptor stays open until Context.Close, which closes this QP
 	// (and so waits for its doorbells) before it closes the descriptor.
 	q.rawFD = ctx.FD().Int()
-	if err := q.mapQueues(drv, capOut); err != nil {
+	mapQueues := func() error { return q.mapQueues(drv, capOut) }
+	if isSIW {
+		mapQueues = func() error { return q.mapSIWQueues(sdrv, capOut, opts) }
+	}
+	if err := mapQueues(); err != nil {
 		q.destroy()
 		return err
 	}
@@ -301,6 +318,50 @@ func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
 	return nil
 }
 
+// mapSIWQueues maps siw's send queue and (without an SRQ) receive queue
+// at the keys of the create response. Every slot of a siw queue is
+// usable (ownership is a flag per element, not indices).
+func (q *QP) mapSIWQueues(drv uverbs.SiwUrespCreateQp, c uverbs.QpCap, opts Options) error {
+	ctx := q.pd.Context()
+	mem, err := uverbs.Mmap(ctx.FD(), drv.Sq_key, siw.QueueLen(drv.Num_sqe, siw.SQESize))
+	if err != nil {
+		return fmt.Errorf("qp: map send queue: %w", err)
+	}
+	sq, err := siw.NewSendQueue(mem, drv.Num_sqe, opts.SigAll)
+	if err != nil {
+		uverbs.Munmap(mem)
+		return fmt.Errorf("qp: send queue: %w", err)
+	}
+	q.ssq = sq
+	q.sqSGE = min(int(c.Send_sge), siw.MaxSGE)
+	q.caps = Caps{
+		MaxSendWR: int(sq.Slots()), MaxSendSGE: q.sqSGE,
+		MaxInlineData: min(int(c.Inline_data), siw.MaxInline),
+	}
+	if q.srq != nil {
+		return nil
+	}
+	if drv.Num_rqe == 0 {
+		return nil // no receive queue was asked for (MaxRecvWR 0)
+	}
+	mem, err = uverbs.Mmap(ctx.FD(), drv.Rq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
+	if err != nil {
+		uverbs.Munmap(sq.Mem())
+		return fmt.Errorf("qp: map receive queue: %w", err)
+	}
+	rsge := min(int(c.Recv_sge), siw.MaxSGE)
+	rq, err := siw.NewRecvRing(mem, drv.Num_rqe, rsge, recvErrors)
+	if err != nil {
+		uverbs.Munmap(mem)
+		uverbs.Munmap(sq.Mem())
+		return fmt.Errorf("qp: receive queue: %w", err)
+	}
+	q.srq0 = rq
+	q.caps.MaxRecvWR = int(rq.Slots())
+	q.caps.MaxRecvSGE = rsge
+	return nil
+}
+
 // QPN is the QP number peers address.
 func (q *QP) QPN() uint32 { return q.qpn }
 
@@ -334,6 +395,25 @@ func (q *QP) State() State {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.state
+}
+
+// SyncState asks the kernel for the QP's state (QUERY_QP) and adopts it as
+// the state posting checks. It is for transports where the kernel moves
+// the QP itself: on iWARP the connection manager moves it to RTS when the
+// connection is established, with no modify from user space (INIT_QP_ATTR
+// for RTS returns an empty mask there).
+func (q *QP) SyncState() (State, error) {
+	a, err := q.Query()
+	if err != nil {
+		return 0, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return 0, verbs.ErrClosed
+	}
+	q.setState(a.State)
+	return a.State, nil
 }
 
 func (q *QP) destroy() error {
@@ -370,7 +450,14 @@ func (q *QP) Close() error {
 	q.closed = true
 	q.pd.Context().Untrack(q.track)
 	var errs []error
-	errs = append(errs, uverbs.Munmap(q.sq.Mem()))
+	if q.ssq != nil {
+		errs = append(errs, uverbs.Munmap(q.ssq.Mem()))
+		if q.srq0 != nil {
+			errs = append(errs, uverbs.Munmap(q.srq0.Mem()))
+		}
+	} else {
+		errs = append(errs, uverbs.Munmap(q.sq.Mem()))
+	}
 	if q.rq != nil {
 		errs = append(errs, uverbs.Munmap(q.rq.Queue().Mem()))
 	}
@@ -388,6 +475,9 @@ func (q *QP) shutPosting() {
 	}
 	if q.rq != nil {
 		q.rq.Shut()
+	}
+	if q.srq0 != nil {
+		q.srq0.Shut()
 	}
 	for q.doorbells.Load() != 0 {
 		runtime.Gosched()

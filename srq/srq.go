@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -36,7 +37,10 @@ type SRQ struct {
 	handle uint32
 	num    uint32
 	track  uint64
+	// The provider's ring, chosen at creation from the device's driver
+	// id: ring (rxe) or sring (siw); PostRecv branches on sring == nil.
 	ring   *rxe.RecvRing
+	sring  *siw.RecvRing
 	maxSGE int
 
 	mu     sync.Mutex
@@ -74,6 +78,8 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	s.track = track
 	var maxWR, maxSGE, srqNum uint32
 	var drv uverbs.RxeCreateSrqResp
+	var sdrv uverbs.SiwUrespCreateSrq
+	isSIW := verbs.Driver(ctx.Driver()) == verbs.DriverSIW
 	var r uverbs.Ioctl
 	r.Init("SRQ.CREATE", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_CREATE, ctx.Driver())
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_SRQ_HANDLE)
@@ -87,12 +93,25 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	r.Out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, unsafe.Pointer(&maxWR), 4)
 	r.Out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, unsafe.Pointer(&maxSGE), 4)
 	r.Optional(r.Out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, unsafe.Pointer(&srqNum), 4))
-	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	if isSIW {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sdrv), unsafe.Sizeof(sdrv))
+	} else {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	}
 	if err := ctx.Do(&r); err != nil {
 		ctx.Untrack(track)
 		return nil, fmt.Errorf("srq: create %+v: %w", attr, err)
 	}
 	s.handle = uint32(r.Data(h))
+	if isSIW {
+		s.num = srqNum
+		if err := s.mapSIW(ctx, sdrv, maxSGE); err != nil {
+			s.destroy()
+			ctx.Untrack(track)
+			return nil, err
+		}
+		return s, nil
+	}
 	s.num = drv.Num
 	q, err := mapQueue(ctx, drv.Mi)
 	if err != nil {
@@ -103,6 +122,22 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	s.maxSGE = min(int(maxSGE), int((q.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
 	s.ring = rxe.NewRecvRing(q, s.maxSGE, postErrors)
 	return s, nil
+}
+
+// mapSIW maps siw's SRQ at the key of the create response.
+func (s *SRQ) mapSIW(ctx *verbs.Context, drv uverbs.SiwUrespCreateSrq, maxSGE uint32) error {
+	mem, err := uverbs.Mmap(ctx.FD(), drv.Srq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
+	if err != nil {
+		return fmt.Errorf("srq: map queue: %w", err)
+	}
+	s.maxSGE = min(int(maxSGE), siw.MaxSGE)
+	ring, err := siw.NewRecvRing(mem, drv.Num_rqe, s.maxSGE, postErrors)
+	if err != nil {
+		uverbs.Munmap(mem)
+		return fmt.Errorf("srq: %w", err)
+	}
+	s.sring = ring
+	return nil
 }
 
 func mapQueue(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
@@ -146,11 +181,19 @@ func (s *SRQ) Check() error {
 // error of a full queue (verbs.ErrQueueFull) or a closed SRQ: those error
 // values are shared and must not be modified.
 func (s *SRQ) PostRecv(wrs []verbs.RecvWR) error {
+	if s.sring != nil {
+		return s.sring.Post(wrs)
+	}
 	return s.ring.Post(wrs)
 }
 
 // Posted returns how many posted buffers have not been consumed yet.
-func (s *SRQ) Posted() int { return s.ring.Posted() }
+func (s *SRQ) Posted() int {
+	if s.sring != nil {
+		return s.sring.Posted()
+	}
+	return s.ring.Posted()
+}
 
 // Modify arms the limit (attr.Limit, when limit is set) and/or resizes the
 // SRQ (attr.MaxWR, when resize is set). Posted buffers survive a resize.
@@ -179,6 +222,10 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 	r.InitInvokeWrite("MODIFY_SRQ", uverbs.IB_USER_VERBS_CMD_MODIFY_SRQ, ctx.Driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	if s.sring != nil && resize {
+		// siw cannot resize an SRQ (its modify_srq refuses IB_SRQ_MAX_WR).
+		return fmt.Errorf("srq: modify %+v: %w", attr, verbs.ErrNotCapable)
+	}
 	if !resize {
 		err := ctx.Do(&r)
 		runtime.KeepAlive(mi)
@@ -245,6 +292,10 @@ func (s *SRQ) Close() error {
 	}
 	s.closed = true
 	s.pd.Context().Untrack(s.track)
+	if s.sring != nil {
+		s.sring.Shut()
+		return uverbs.Munmap(s.sring.Mem())
+	}
 	s.ring.Shut()
 	return uverbs.Munmap(s.ring.Queue().Mem())
 }

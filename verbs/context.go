@@ -107,6 +107,10 @@ func OpenDevice(dev Device) (*Context, error) {
 	// CORE_SUPPORT appeared after NUM_COMP_VECTORS; older kernels may not
 	// write it.
 	r.Optional(r.Out(uverbs.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, unsafe.Pointer(&c.coreSupport), 8))
+	var drvResp [64]byte // the provider's response, if it has one (siw: its device id)
+	if n := providers[dev.Driver].contextResp; n > 0 {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drvResp[0]), n)
+	}
 	if err := r.Do(fd); err != nil {
 		fd.Close()
 		if errors.Is(err, unix.ENOTTY) {
