@@ -72,7 +72,11 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "faults child:", err)
 		return 2
 	}
-	err = respond(newCtl(conn), su, dev, os.Getenv(testutil.EnvAddr))
+	if su.Mode == "cmkill" {
+		err = cmRespond(newCtl(conn), su, os.Getenv(testutil.EnvAddr))
+	} else {
+		err = respond(newCtl(conn), su, dev, os.Getenv(testutil.EnvAddr))
+	}
 	fmt.Fprintln(os.Stderr, "faults child: not killed:", err)
 	return 1
 }

@@ -616,7 +616,7 @@ func serve(t *testing.T) {
 			t.Error(err)
 		}
 		t.Fatal("b should have powered off")
-	case "kill":
+	case "kill", "cmkill":
 		serveChild(t, c, su, base)
 	default:
 		t.Fatalf("unknown mode %q", su.Mode)
