@@ -623,6 +623,15 @@ func (id *ID) Connect(ctx context.Context, p ConnParam) (Event, error) {
 		}
 		return ev, nil
 	}
+	if id.iWARP() {
+		// The kernel (iw_cm and the provider) moves the QP to RTS as
+		// the connection is established: no CONNECT_RESPONSE, no RTU.
+		ev, err := id.expect(ctx, EventEstablished)
+		if err != nil {
+			return ev, fmt.Errorf("cm: connect: %w", err)
+		}
+		return ev, id.syncQP()
+	}
 	ev, err := id.expect(ctx, EventConnectResponse)
 	if err != nil {
 		return ev, fmt.Errorf("cm: connect: %w", err)
@@ -680,6 +689,30 @@ func (id *ID) Accept(ctx context.Context, p ConnParam) error {
 	}
 	if _, err := id.expect(ctx, EventEstablished); err != nil {
 		return fmt.Errorf("cm: accept: %w", err)
+	}
+	if id.iWARP() {
+		return id.syncQP()
+	}
+	return nil
+}
+
+// iWARP reports whether the ID's device is an iWARP device (node type
+// RNIC), whose QPs the kernel moves to RTS when the connection is
+// established.
+func (id *ID) iWARP() bool {
+	dev := id.Context()
+	return dev != nil && dev.Device().NodeType.Transport() == verbs.TransportIWARP
+}
+
+// syncQP adopts the QP state the kernel set (iWARP: RTS once
+// established).
+func (id *ID) syncQP() error {
+	q := id.QP()
+	if q == nil {
+		return nil
+	}
+	if _, err := q.SyncState(); err != nil {
+		return fmt.Errorf("cm: QP state after connecting: %w", err)
 	}
 	return nil
 }

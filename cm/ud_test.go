@@ -16,6 +16,7 @@ import (
 // PS_UDP: the connect is a SIDR exchange that tells the client the
 // server's QP number, Q_Key and address; then datagrams flow.
 func TestUDOverCM(t *testing.T) {
+	testutil.SkipUnlessCap(t, !iwarp(t), "UD QPs (transport iWARP has RC only)")
 	srvCh, cliCh := channel(t), channel(t)
 	l, addr := listen(t, srvCh, cm.UDP)
 	type res struct {

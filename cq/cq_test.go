@@ -3,6 +3,7 @@ package cq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,11 +34,14 @@ func TestCreateCapacityAndResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// rxe: slots = roundup_pow2(cqe+1), one kept empty (fact sheet §4.4).
-	if c.CQE() != 15 {
-		t.Errorf("CQE(8) gave capacity %d, want 15", c.CQE())
+	// rxe: slots = roundup_pow2(cqe+1), one kept empty (fact sheet §4.4);
+	// siw: roundup_pow2(cqe), every slot usable. Either holds at least 8.
+	if c.CQE() < 8 || c.CQE() > 15 {
+		t.Errorf("CQE(8) gave capacity %d, want 8..15", c.CQE())
 	}
-	if err := c.Resize(64); err != nil {
+	err = c.Resize(64)
+	skipUnlessResize(t, err)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if c.CQE() != 127 {
@@ -53,6 +57,14 @@ func TestCreateCapacityAndResize(t *testing.T) {
 	}
 }
 
+// skipUnlessResize skips a test of RESIZE_CQ when the device has none
+// (cq.Resize reports verbs.ErrNotCapable: siw's kernel driver has no
+// resize_cq, and its ABI no way to remap a CQ).
+func skipUnlessResize(t *testing.T, err error) {
+	t.Helper()
+	testutil.SkipUnlessCap(t, !errors.Is(err, verbs.ErrNotCapable), "CQ resize (RESIZE_CQ: "+fmt.Sprint(err)+")")
+}
+
 func TestResizeKeepsCompletions(t *testing.T) {
 	p := testutil.NewPair(t, testutil.PairOptions{CQE: 8})
 	for i := 0; i < 5; i++ {
@@ -60,7 +72,9 @@ func TestResizeKeepsCompletions(t *testing.T) {
 	}
 	// Let them all arrive, then grow the CQ under them.
 	waitQueued(t, p.A.SendCQ, 5)
-	if err := p.A.SendCQ.Resize(100); err != nil {
+	err := p.A.SendCQ.Resize(100)
+	skipUnlessResize(t, err)
+	if err != nil {
 		t.Fatal(err)
 	}
 	wcs := testutil.Completions(t, p.A.SendCQ, 5)
@@ -231,10 +245,10 @@ func TestSharedChannel(t *testing.T) {
 func TestOverrunRaisesCQErr(t *testing.T) {
 	p := testutil.NewPair(t, testutil.PairOptions{CQE: 3})
 	c := p.A.SendCQ
-	if c.CQE() != 3 {
+	if c.CQE() < 3 || c.CQE() > 4 { // rxe: exactly 3; siw: rounded up to 4
 		t.Fatalf("capacity %d", c.CQE())
 	}
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 2*c.CQE(); i++ {
 		write(t, p, uint64(i), true)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -300,6 +314,10 @@ func TestClosedAndBusy(t *testing.T) {
 // receive and fires for a solicited one.
 func TestReqNotifySolicitedOnly(t *testing.T) {
 	p := testutil.NewPair(t, testutil.PairOptions{Channel: true})
+	// siw (the one iWARP device here) completes every receive as
+	// "signaled" in siw_rqe_complete, so a CQ armed for solicited
+	// completions never fires for a receive (kernel 6.1 and 6.12).
+	testutil.SkipUnlessCap(t, !testutil.IWARP(p.Ctx), "solicited-only completion events for receives (transport iWARP: siw never raises them)")
 	c := p.B.RecvCQ
 	for i := 0; i < 2; i++ {
 		if err := p.B.QP.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGList: []verbs.SGE{testutil.SGE(p.B.MR, i*64, 64)}}}); err != nil {

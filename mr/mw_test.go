@@ -23,6 +23,11 @@ type windowBed struct {
 func newWindowBed(t *testing.T) *windowBed {
 	t.Helper()
 	p := testutil.NewPair(t, testutil.PairOptions{})
+	attr, err := p.Ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.SkipUnlessCap(t, attr.MaxMW > 0, "memory windows (max_mw 0)")
 	target, err := mr.New(p.PD, 64<<10, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.MWBind)
 	if err != nil {
 		t.Fatal(err)

@@ -180,6 +180,9 @@ func TestPostWhileModifyResizeClose(t *testing.T) {
 				}
 			}
 			if err := p.A.SendCQ.Resize(2048 + (i%2)*2048); err != nil {
+				if errors.Is(err, verbs.ErrNotCapable) {
+					return // the device cannot resize CQs (siw)
+				}
 				report(err)
 				return
 			}

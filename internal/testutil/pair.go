@@ -1,8 +1,11 @@
 package testutil
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,6 +79,45 @@ func NewPair(t testing.TB, o PairOptions) *Pair {
 	return NewPairIn(t, pd, o)
 }
 
+// ConnectCM creates two RC QPs in pd with the options a (active side) and
+// b (passive side) and connects them through rdma_cm. It is set by
+// internal/testutil/cmpair (which test packages import for it) and used
+// where the device's transport connects QPs only through the connection
+// manager (iWARP).
+var ConnectCM func(t testing.TB, pd *verbs.PD, a, b qp.Options) (*qp.QP, *qp.QP)
+
+// IWARP reports whether the device's transport is iWARP (node type RNIC):
+// RC only, QPs connected only through rdma_cm.
+func IWARP(ctx *verbs.Context) bool {
+	return ctx.Device().NodeType.Transport() == verbs.TransportIWARP
+}
+
+// SkipUnlessQPType skips the test unless the device's transport has QPs
+// of type typ: iWARP has RC only.
+func SkipUnlessQPType(t testing.TB, ctx *verbs.Context, typ qp.Type) {
+	t.Helper()
+	SkipUnlessCap(t, typ == qp.RC || !IWARP(ctx),
+		typ.String()+" QPs on transport "+ctx.Device().NodeType.Transport().String()+" (node type "+strconv.Itoa(int(ctx.Device().NodeType))+")")
+}
+
+// SkipUnlessModifyConnects skips the test unless the device's QPs can be
+// connected with QP modify alone (RTR with a path and a peer QP number):
+// on iWARP the connection manager drives the QP states.
+func SkipUnlessModifyConnects(t testing.TB, ctx *verbs.Context) {
+	t.Helper()
+	SkipUnlessCap(t, !IWARP(ctx), "connection of QPs by QP modify (transport "+
+		ctx.Device().NodeType.Transport().String()+" connects QPs only through rdma_cm)")
+}
+
+// SkipIfNotCapable skips the test when err is verbs.ErrNotCapable: goverbs
+// refused the work request before the queue because the device (its
+// provider) cannot carry it, for example immediate data or atomics on
+// siw. capability names what the device lacks.
+func SkipIfNotCapable(t testing.TB, err error, capability string) {
+	t.Helper()
+	SkipUnlessCap(t, !errors.Is(err, verbs.ErrNotCapable), capability+" ("+fmt.Sprint(err)+")")
+}
+
 // NewPairIn builds a pair in an existing PD.
 func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 	t.Helper()
@@ -83,6 +125,7 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 	if o.Type == 0 {
 		o.Type = qp.RC
 	}
+	SkipUnlessQPType(t, ctx, o.Type)
 	if o.Caps == (qp.Caps{}) {
 		o.Caps = qp.Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
 		if o.SRQ != nil {
@@ -104,6 +147,7 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 		}
 	}
 	p := &Pair{Ctx: ctx, PD: pd}
+	iwarp := IWARP(ctx)
 	mk := func(s *Side) {
 		var err error
 		if s.SendCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
@@ -112,8 +156,10 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 		if s.RecvCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
 			t.Fatal(err)
 		}
-		if s.QP, err = qp.New(pd, qp.Options{Type: o.Type, SendCQ: s.SendCQ, RecvCQ: s.RecvCQ, SRQ: o.SRQ, Caps: o.Caps}); err != nil {
-			t.Fatal(err)
+		if !iwarp {
+			if s.QP, err = qp.New(pd, qp.Options{Type: o.Type, SendCQ: s.SendCQ, RecvCQ: s.RecvCQ, SRQ: o.SRQ, Caps: o.Caps}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if s.MR, err = mr.New(pd, 64<<10, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
 			t.Fatal(err)
@@ -121,6 +167,16 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 	}
 	mk(&p.A)
 	mk(&p.B)
+	if iwarp {
+		if ConnectCM == nil {
+			t.Fatal("testutil: iWARP pairs connect through rdma_cm: import _ \"github.com/goverbs/goverbs/internal/testutil/cmpair\" in the test package")
+		}
+		opts := func(s *Side) qp.Options {
+			return qp.Options{Type: o.Type, SendCQ: s.SendCQ, RecvCQ: s.RecvCQ, SRQ: o.SRQ, Caps: o.Caps}
+		}
+		p.A.QP, p.B.QP = ConnectCM(t, pd, opts(&p.A), opts(&p.B))
+		return p
+	}
 	path := Path(t, ctx)
 	const qkey = 0x11111111
 	connect := func(s, peer *Side, psn, peerPSN uint32) {
