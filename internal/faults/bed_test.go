@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -159,6 +161,33 @@ func setNetem(spec string) error {
 		return run("tc", "qdisc", "del", "dev", netdev, "root")
 	}
 	return run("tc", append([]string{"qdisc", "replace", "dev", netdev, "root", "netem"}, strings.Fields(spec)...)...)
+}
+
+// setLink takes the link's NIC down or up, as ip link set does.
+func setLink(up bool) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(netdev)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCGIFFLAGS %s: %w", netdev, err)
+	}
+	flags := ifr.Uint16()
+	if up {
+		flags |= unix.IFF_UP
+	} else {
+		flags &^= unix.IFF_UP
+	}
+	ifr.SetUint16(flags)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFFLAGS %s: %w", netdev, err)
+	}
+	return nil
 }
 
 // baseline is what a process holds before a test: kernel objects on the

@@ -755,14 +755,16 @@ func respond(c *ctl, su setup, dev verbs.Device, addr string) (err error) {
 			if err := c.send(report{}); err != nil {
 				return err
 			}
-			if err := run("ip", "link", "set", netdev, "down"); err != nil {
+			// In process (SIOCSIFFLAGS), not ip(8): an exec takes longer
+			// under TCG than the rest of the stream would.
+			if err := setLink(false); err != nil {
 				return err
 			}
 			downAt := time.Now()
 			upErr := make(chan error, 1)
 			linkUp = upErr
 			time.AfterFunc(cmd.DownFor, func() {
-				err := run("ip", "link", "set", netdev, "up")
+				err := setLink(true)
 				down = time.Since(downAt)
 				upErr <- err
 			})
