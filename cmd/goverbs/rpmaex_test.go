@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // ---------------------------------------------------------------- unit --
@@ -593,6 +594,11 @@ func TestRPMAExamples(t *testing.T) {
 			name += "/" + c.label
 		}
 		t.Run(name, func(t *testing.T) {
+			// 10 and 11 exchange immediate data, which iWARP cannot carry.
+			if strings.Contains(c.example, "with-imm") {
+				testutil.SkipUnlessCap(t, testutil.Device(t).NodeType.Transport() != verbs.TransportIWARP,
+					"immediate data (transport iWARP)")
+			}
 			for _, cell := range rpxCells(c) {
 				t.Run(cell.String(), func(t *testing.T) { b.run(t, c, cell) })
 			}
