@@ -160,15 +160,6 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	r.InitInvokeWrite("REG_MR", uverbs.IB_USER_VERBS_CMD_REG_MR, ctx.Driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	// siw requires its driver request and response (the STag key byte,
-	// 0 as rdma-core sends it, and the STag it returns, which is the
-	// lkey/rkey of the core response).
-	var sreq uverbs.SiwUreqRegMr
-	var sresp uverbs.SiwUrespRegMr
-	if verbs.Driver(ctx.Driver()) == verbs.DriverSIW {
-		r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&sreq), unsafe.Sizeof(sreq))
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sresp), unsafe.Sizeof(sresp))
-	}
 	if err := ctx.Do(&r); err != nil {
 		return nil, explain(err, len(mem))
 	}
@@ -207,8 +198,9 @@ func (m *MR) dereg() error {
 // LKey is the local key, for SGEs of local work requests.
 func (m *MR) LKey() uint32 { return m.lkey }
 
-// RKey is the remote key a peer uses for RDMA to this MR (0 unless a remote
-// access flag was given).
+// RKey is the remote key a peer uses for RDMA to this MR. Without a remote
+// access flag it may be 0 or not (rxe on Linux 6.12 reports the lkey); the
+// device refuses remote access to such an MR either way.
 func (m *MR) RKey() uint32 { return m.rkey }
 
 // IOVA is the address of the first byte as the device sees it.
