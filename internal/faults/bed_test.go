@@ -73,7 +73,7 @@ func bed(t *testing.T) string {
 		if os.Getenv(envRequire) == "1" {
 			t.Fatalf("%s=1 but %s is not set: not on the two-host test bed", envRequire, envRole)
 		}
-		t.Skipf("not on the two-host test bed (hack/vm/two-host.sh, make faults sets %s)", envRole)
+		testutil.SkipOptIn(t, "runs on the two-host test bed only (hack/vm/two-host.sh; make faults sets "+envRole+")")
 	default:
 		t.Fatalf("%s=%q: want a or b", envRole, role)
 	}

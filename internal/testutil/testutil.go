@@ -70,8 +70,17 @@ func capabilityMessage(capability string) string { return CapabilityMarker + " "
 func SkipUnlessOptIn(t testing.TB, env string) {
 	t.Helper()
 	if os.Getenv(env) != "1" {
-		t.Skipf("%s set %s=1 to run it", OptInMarker, env)
+		SkipOptIn(t, "set "+env+"=1 to run it")
 	}
+}
+
+// SkipOptIn skips a test that runs only where it is asked for (another
+// test bed, a measurement), saying how to run it. It must not hide
+// anything the test bed it skips on should provide: use Unavailable for
+// that.
+func SkipOptIn(t testing.TB, how string) {
+	t.Helper()
+	t.Skip(OptInMarker + " " + how)
 }
 
 // Device returns the device to test on: $GOVERBS_TEST_DEVICE, or else the
