@@ -43,6 +43,11 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	}
 	switch State(q.postState.Load()) {
 	case RTS:
+	case postClosed:
+		// Close stores postClosed before it takes sqLock: a post that
+		// got the lock first reports the close, not a QP state.
+		q.sqLock.Unlock()
+		return sendErrors.Closed()
 	case Error, SQD, SQE:
 		if q.ssq != nil {
 			// siw flushes its send queue once, when the QP leaves
