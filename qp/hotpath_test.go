@@ -95,7 +95,7 @@ func TestPostValidation(t *testing.T) {
 		{"memory window bind with data", verbs.SendWR{Opcode: verbs.WRBindMW, SGList: []verbs.SGE{sge}}, verbs.ErrBadOpcode},
 		{"local invalidate with inline data", verbs.SendWR{Opcode: verbs.WRLocalInv, InlineData: []byte("x")}, verbs.ErrBadOpcode},
 		{"RDMA FLUSH (kernel 6.2+)", verbs.SendWR{Opcode: 14}, verbs.ErrBadOpcode},
-		{"ATOMIC WRITE (kernel 6.2+)", verbs.SendWR{Opcode: 15}, verbs.ErrBadOpcode},
+		{"ATOMIC WRITE with local memory", verbs.SendWR{Opcode: 15, SGList: []verbs.SGE{sge}}, verbs.ErrBadOpcode},
 		{"garbage opcode", verbs.SendWR{Opcode: 0xdead}, verbs.ErrBadOpcode},
 		{"inline read", verbs.SendWR{Opcode: verbs.WRRDMARead, InlineData: []byte("x")}, verbs.ErrBadOpcode},
 	} {
