@@ -308,13 +308,21 @@ func cmCheckRping(t *testing.T, server, client *cmProc, count, size int, verbose
 		t.Errorf("%s: stdout (-want +got):\n%s", client.name, diff)
 	}
 	// The server learns of the end from the client's disconnect.
-	if diff := cmp.Diff([]string{"server DISCONNECT EVENT...", "wait for RDMA_READ_ADV state 10"}, cmLines(server.stderr.String())); diff != "" {
+	if diff := cmp.Diff([]string{"server DISCONNECT EVENT...", "wait for RDMA_READ_ADV state 10"}, cmLines(cmRpingStderr(server))); diff != "" {
 		t.Errorf("%s: stderr (-want +got):\n%s", server.name, diff)
 	}
 	// The client reports the server's answer if it comes before it exits.
-	if s := client.stderr.String(); s != "" && s != "client DISCONNECT EVENT...\n" {
+	if s := cmRpingStderr(client); s != "" && s != "client DISCONNECT EVENT...\n" {
 		t.Errorf("%s: stderr %q", client.name, s)
 	}
+}
+
+// cmRpingStderr is p's stderr without a final TIMEWAIT_EXIT report: rping
+// (rdma-core's and ours) prints "unhandled event" for it when the kernel's
+// timewait ends before the program destroyed its ID, a race with a timer
+// that a slow guest (emulated arm64) loses now and then, C against C too.
+func cmRpingStderr(p *cmProc) string {
+	return strings.TrimSuffix(p.stderr.String(), "unhandled event: RDMA_CM_EVENT_TIMEWAIT_EXIT, ignoring\n")
 }
 
 // Both pairings with rdma-core's rping, with -v (the data on both sides)
