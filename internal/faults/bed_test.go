@@ -105,8 +105,10 @@ func (c *ctl) send(v any) error {
 	return c.enc.Encode(v)
 }
 
-func (c *ctl) recv(v any) error {
-	c.c.SetReadDeadline(time.Now().Add(ctlWait))
+func (c *ctl) recv(v any) error { return c.recvWithin(v, ctlWait) }
+
+func (c *ctl) recvWithin(v any, d time.Duration) error {
+	c.c.SetReadDeadline(time.Now().Add(d))
 	return c.dec.Decode(v)
 }
 
