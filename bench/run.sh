@@ -3,10 +3,14 @@
 # interleaved, ROUNDS times, rotating which goes first. Prints one line per
 # result: "round impl name value unit". bench/report turns it into the table.
 #
-#   bench/run.sh BINDIR [ROUNDS]
+#   bench/run.sh BINDIR [ROUNDS [OP-PREFIX...]]
+#
+# OP-PREFIXes (say post_recv poll) run only the rows whose names start
+# with one of them.
 set -euo pipefail
 bin=$1
 rounds=${2:-5}
+shift $(($# < 2 ? $# : 2))
 # c, go, cgo, and any other bench-* binary in BINDIR (say a bench-gobefore
 # built against an older goverbs, for a before/after column).
 impls=()
@@ -17,7 +21,7 @@ n=${#impls[@]}
 for ((r = 1; r <= rounds; r++)); do
 	for ((k = 0; k < n; k++)); do
 		impl=${impls[(r + k) % n]}
-		"$bin/bench-$impl" | while IFS=$'\t' read -r name value unit; do
+		"$bin/bench-$impl" "$@" | while IFS=$'\t' read -r name value unit; do
 			echo "$r $impl $name $value $unit"
 		done
 	done
