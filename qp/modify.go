@@ -223,6 +223,11 @@ func (q *QP) Query() (*Attr, error) {
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
 	if err := ctx.Do(&r); err != nil {
+		if q.isClosed() {
+			// Close began meanwhile and destroyed (or is destroying) the
+			// QP: ENOENT or EBUSY from the kernel means just that.
+			return nil, verbs.ErrClosed
+		}
 		return nil, fmt.Errorf("qp: query: %w", err)
 	}
 	return &Attr{
