@@ -120,5 +120,46 @@ fuzz:
 fuzz-long:
 	hack/fuzz.sh -save 5m
 
+## faults: the fault tests (internal/faults, race detector on) on two VMs
+## joined by one link (hack/vm/two-host.sh): netem loss/duplication/
+## reordering/delay, link down, peer process killed, peer VM powered off;
+## prints the per-fault table (WRs posted, OK, in error, lost, time to detect)
+.PHONY: faults
+faults:
+	@mkdir -p $(LOGDIR)
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
+	@set -o pipefail; start=$$SECONDS; \
+	hack/vm/two-host.sh --timeout 900 -- $(LOGDIR)/faults.test -test.v -test.timeout 12m 2>&1 | tee $(LOGDIR)/faults.log; \
+	rc=$$?; echo "faults: $$((SECONDS - start)) s"; exit $$rc
+	@grep '^a| faults: |' $(LOGDIR)/faults.log | sed 's/^a| faults: //'
+test: faults
+
+## soak: the fault tests' soak alone for SOAK (default 7m: with the boots, under 10m): the
+## stream over a mildly lossy, duplicating, reordering link, race detector on
+SOAK ?= 7m
+.PHONY: soak
+soak:
+	@mkdir -p $(LOGDIR)
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
+	@set -o pipefail; GOVERBS_FAULT_SOAK=$(SOAK) hack/vm/two-host.sh --timeout 1200 -- \
+		$(LOGDIR)/faults.test -test.v -test.run '^TestSoak$$' -test.timeout 15m 2>&1 | tee $(LOGDIR)/soak.log
+	@grep '^a| faults: |' $(LOGDIR)/soak.log | sed 's/^a| faults: //'
+
+## test-siw: every package (library and cmd/goverbs) on siw0, soft-iWARP
+## (hack/vm with GOVERBS_PROVIDER=siw), on the newest kernel; tests that
+## need what the device reports it lacks (UD on iWARP, atomics, windows)
+## skip naming the capability
+SIW_KERNEL ?= $(firstword $(KERNELS))
+.PHONY: test-siw
+test-siw:
+	@mkdir -p $(LOGDIR)
+	@echo "== siw on kernel $(SIW_KERNEL)"
+	@set -o pipefail; start=$$SECONDS; \
+	GOVERBS_PROVIDER=siw GOVERBS_KERNEL=$(SIW_KERNEL) $(GO) test -race -count=1 -v -timeout $(TEST_TIMEOUT) -exec $(VMEXEC) $(PKGS) 2>&1 | tee $(LOGDIR)/siw.log; \
+	rc=$$?; echo "test-siw: $$((SECONDS - start)) s"; exit $$rc
+	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/siw.log | sed 's/^/test-siw: /'
+	@hack/vm/check-integration-log.sh $(LOGDIR)/siw.log | sed 's/^/test-siw: /'; exit $${PIPESTATUS[0]}
+test: test-siw
+
 clean:
 	rm -rf bin .cache/test
