@@ -582,8 +582,10 @@ func TestUdaddyInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	iw := testutil.IWARP(ctx)
 	pa, err := ctx.QueryPort(1)
 	ctx.Close()
+	testutil.SkipUnlessCap(t, !iw, "UD QPs (transport iWARP has RC only)")
 	if err != nil {
 		t.Fatal(err)
 	}
