@@ -307,7 +307,17 @@ var pciDrivers = map[string]Driver{
 	"bnxt_en": DriverBNXTRE, "hns3": DriverHNS, "erdma": DriverERDMA,
 }
 
+// siwNodeDesc is the node description siw gives its devices
+// (SIW_NODE_DESC_COMMON in siw-abi.h, a string macro mkabi.sh does not
+// extract).
+const siwNodeDesc = "Software iWARP stack"
+
 func guessDriver(name string, nt NodeType) Driver {
+	// siw devices have neither a parent nor a device link in sysfs; they
+	// say what they are in node_desc.
+	if desc, err := readSysfs("class/infiniband", name, "node_desc"); err == nil && nt == NodeRNIC && desc == siwNodeDesc {
+		return DriverSIW
+	}
 	if _, err := os.Stat(filepath.Join(sysfsRoot, "class/infiniband", name, "parent")); err == nil {
 		if nt == NodeRNIC {
 			return DriverSIW
