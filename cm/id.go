@@ -733,13 +733,21 @@ func (id *ID) reject(privateData []byte) error {
 	return ucma(id, "REJECT", uverbs.RDMA_USER_CM_CMD_REJECT, &req, nil, 0)
 }
 
-// Disconnect tears the connection down: it moves the QP to the error
-// state (InfiniBand and RoCE; SQD on iWARP), which flushes outstanding work
-// requests, and sends the CM's DREQ. The peer sees EventDisconnected and
+// Disconnect tears the connection down: it waits (up to 2 s) until the
+// device has sent the send work requests already posted, moves the QP to
+// the error state (InfiniBand and RoCE; SQD on iWARP), which flushes what
+// is still outstanding, and sends the CM's DREQ. The peer sees EventDisconnected and
 // answers with its own Disconnect (or Close); then this side sees
 // EventDisconnected too.
 func (id *ID) Disconnect() error {
 	if q := id.QP(); q != nil {
+		// Sends posted just before may not have left yet: 6.12's rxe
+		// transmits from a workqueue after the doorbell returns, and the
+		// QP's move to ERR below would flush them (docs/kernels.md, 1).
+		// Best effort, bounded: a dead peer must not hold Disconnect.
+		ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
+		_ = q.WaitSent(ctx)
+		cancel()
 		var err error
 		if dev := id.Context(); dev != nil && dev.Device().NodeType.Transport() == verbs.TransportIWARP {
 			err = q.Modify(&qp.Attr{State: qp.SQD}, qp.MaskState)
@@ -753,6 +761,9 @@ func (id *ID) Disconnect() error {
 	req := uverbs.UcmDisconnect{Id: id.handle}
 	return ucma(id, "DISCONNECT", uverbs.RDMA_USER_CM_CMD_DISCONNECT, &req, nil, 0)
 }
+
+// sendDrainTimeout bounds Disconnect's wait for posted sends to leave.
+const sendDrainTimeout = 2 * time.Second
 
 // Notify forwards a QP event (verbs.EventCommEst) to the connection
 // manager.

@@ -541,11 +541,6 @@ func (c *Conn) Wait(ctx context.Context) (*CQ, bool, error) {
 	return which, which == c.rcq, nil
 }
 
-// sendDrainTimeout bounds how long Disconnect waits for the operations
-// already posted to leave (a peer that does not answer keeps them in
-// retries).
-const sendDrainTimeout = 2 * time.Second
-
 // Disconnect starts tearing the connection down (rpma_conn_disconnect);
 // both sides then see ConnClosed. Operations posted before it go out
 // first: it waits (up to 2 s) until the device has sent them, then moves
@@ -558,9 +553,7 @@ func (c *Conn) Disconnect() error {
 	if c == nil {
 		return ErrInval
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
-	_ = c.q.WaitSent(ctx) // best effort: disconnect anyway
-	cancel()
+	// cm.ID.Disconnect first waits (bounded) for posted sends to leave.
 	return wrap(ErrProvider, c.id.Disconnect())
 }
 
