@@ -26,6 +26,11 @@ func FuzzSendWR(f *testing.F) {
 			return
 		}
 		wr := verbs.SendWR{Opcode: verbs.WROpcode(opcode), Flags: verbs.SendFlags(flags), RemoteAddr: raddr}
+		if wr.Opcode == verbs.WRFlush || wr.Opcode == verbs.WRAtomicWrite {
+			// Their validation asks the device's capabilities, which this
+			// QP without a device cannot answer; device tests cover them.
+			return
+		}
 		for i := 0; i < int(nsge); i++ {
 			wr.SGList = append(wr.SGList, verbs.SGE{Addr: uint64(i), Length: 8, LKey: 1})
 		}
