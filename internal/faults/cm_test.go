@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"net/netip"
@@ -174,28 +173,13 @@ func cmDrive(t *testing.T, iters int) {
 		if completed == posted && (stopped || disconnecting.Load() || next == iters) {
 			break
 		}
-		wctx, wcancel := context.WithDeadline(context.Background(), lastProgress.Add(budget+slack))
-		werr := e.SendCQ().Wait(wctx)
-		wcancel()
-		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
-			t.Fatalf("wait: %v", werr)
+		n, stalled := pollBounded(t, e.SendCQ(), wcs, &lastProgress, budget, slack, posted-completed, "SENDs", &res)
+		if stalled {
+			break
 		}
-		n, err := e.SendCQ().Poll(wcs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := time.Now()
 		if n == 0 {
-			if werr != nil {
-				t.Errorf("%d SENDs outstanding and no completion for %v (retry budget %v + slack %v)",
-					posted-completed, now.Sub(lastProgress).Round(time.Millisecond), budget, slack)
-				res.MaxGap = max(res.MaxGap, now.Sub(lastProgress))
-				break
-			}
 			continue
 		}
-		res.MaxGap = max(res.MaxGap, now.Sub(lastProgress))
-		lastProgress = now
 		for _, wc := range wcs[:n] {
 			i := int(wc.WRID)
 			if i >= len(states) || states[i] != wrPosted {

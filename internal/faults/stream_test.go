@@ -129,6 +129,39 @@ type report struct {
 }
 
 // result is one line of the per-fault table.
+// pollBounded waits on c for completions no longer than the retry budget
+// (plus slack) allows since the last progress, and polls them into wcs. It
+// keeps res.MaxGap and *lastProgress up to date. stalled reports that the
+// deadline passed with outstanding work requests and no completion, which
+// it records as a test error; n == 0 without a stall means "wait again".
+func pollBounded(t *testing.T, c *cq.CQ, wcs []verbs.WorkCompletion, lastProgress *time.Time,
+	budget, slack time.Duration, outstanding int, what string, res *result) (n int, stalled bool) {
+	t.Helper()
+	wctx, cancel := context.WithDeadline(context.Background(), lastProgress.Add(budget+slack))
+	werr := c.Wait(wctx)
+	cancel()
+	if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
+		t.Fatalf("wait: %v", werr)
+	}
+	n, err := c.Poll(wcs)
+	if err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	now := time.Now()
+	if n == 0 {
+		if werr != nil { // deadline: nothing for budget+slack
+			t.Errorf("%d %s outstanding and no completion for %v (retry budget %v + slack %v)",
+				outstanding, what, now.Sub(*lastProgress).Round(time.Millisecond), budget, slack)
+			res.MaxGap = max(res.MaxGap, now.Sub(*lastProgress))
+			return 0, true
+		}
+		return 0, false
+	}
+	res.MaxGap = max(res.MaxGap, now.Sub(*lastProgress))
+	*lastProgress = now
+	return n, false
+}
+
 type result struct {
 	Fault                   string
 	Posted, OK, Error, Lost int
@@ -495,29 +528,13 @@ func stream(t *testing.T, e *endpoint, c *ctl, sc fault, peer qpInfo, seed uint6
 			break
 		}
 		// Wait for completions, no longer than the retry budget allows.
-		limit := lastProgress.Add(budget + slack)
-		wctx, cancel := context.WithDeadline(context.Background(), limit)
-		err := e.scq.Wait(wctx)
-		cancel()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("wait: %v", err)
+		n, stalled := pollBounded(t, e.scq, wcs, &lastProgress, budget, slack, posted-completed, "WRs", res)
+		if stalled {
+			break
 		}
-		n, perr := e.scq.Poll(wcs)
-		if perr != nil {
-			t.Fatalf("poll: %v", perr)
-		}
-		now := time.Now()
 		if n == 0 {
-			if err != nil { // deadline: nothing for budget+slack
-				t.Errorf("%d WRs outstanding and no completion for %v (retry budget %v + slack %v)",
-					posted-completed, now.Sub(lastProgress).Round(time.Millisecond), budget, slack)
-				res.MaxGap = max(res.MaxGap, now.Sub(lastProgress))
-				break
-			}
 			continue
 		}
-		res.MaxGap = max(res.MaxGap, now.Sub(lastProgress))
-		lastProgress = now
 		for _, wc := range wcs[:n] {
 			id := int(wc.WRID)
 			if id >= len(states) || states[id] != wrPosted {
@@ -538,7 +555,7 @@ func stream(t *testing.T, e *endpoint, c *ctl, sc fault, peer qpInfo, seed uint6
 				if !failed {
 					failed = true
 					if !injected.IsZero() {
-						res.Detect = now.Sub(injected)
+						res.Detect = lastProgress.Sub(injected) // the time of this poll
 					}
 					t.Logf("first error: WR %d (iteration %d, op %d): %v after %d OK", id, i, k, wc.Status, res.OK)
 				}
