@@ -19,6 +19,16 @@ import (
 // to a whether it died of SIGKILL and whether b's kernel released its
 // objects.
 func serveChild(t *testing.T, c *ctl, su setup, base baseline) {
+	rep := runChild(t, c, su, base, nil)
+	if err := c.send(rep); err != nil {
+		t.Error(err)
+	}
+}
+
+// runChild runs the child process, which inherits the control connection
+// as fd 3 and extra (if not nil) as fd 4, waits for its death and returns
+// what serveChild reports to a.
+func runChild(t *testing.T, c *ctl, su setup, base baseline, extra *os.File) report {
 	f, err := c.c.(*net.TCPConn).File()
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +40,9 @@ func serveChild(t *testing.T, c *ctl, su setup, base baseline) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envChild+"="+string(js))
 	cmd.ExtraFiles = []*os.File{f} // fd 3
+	if extra != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, extra) // fd 4
+	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	err = cmd.Run()
 	f.Close()
@@ -46,12 +59,10 @@ func serveChild(t *testing.T, c *ctl, su setup, base baseline) {
 	// The kernel releases the dead process's objects when its files close.
 	base.check(t, "b (after the peer process died)")
 	rep.Baseline = base.diff(t)
-	if err := c.send(rep); err != nil {
-		t.Error(err)
-	}
 	if rep.Err != "" {
 		t.Error(rep.Err)
 	}
+	return rep
 }
 
 // childMain is the child process: the responder on the inherited control
@@ -72,9 +83,12 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, "faults child:", err)
 		return 2
 	}
-	if su.Mode == "cmkill" {
+	switch su.Mode {
+	case "cmkill":
 		err = cmRespond(newCtl(conn), su, os.Getenv(testutil.EnvAddr))
-	} else {
+	case "rpmakill":
+		err = rpmaChild(newCtl(conn), su)
+	default:
 		err = respond(newCtl(conn), su, dev, os.Getenv(testutil.EnvAddr))
 	}
 	fmt.Fprintln(os.Stderr, "faults child: not killed:", err)

@@ -71,6 +71,27 @@ func TestPeerKilled(t *testing.T) {
 	faultTest(t, fault{name: "peer process SIGKILL", iters: 60, qp: fast, inject: "die"})
 }
 
+// The rpma write+flush stream (rpma_test.go) on the QP rpma and the cm
+// configure (librpma's retry_cnt 7, the cm's ACK timeout): over a lossy
+// link and a link that goes down for 2 s nothing may fail; when the
+// server's process is killed the connection must report the break.
+
+func TestRPMALoss5(t *testing.T) {
+	rpmaTest(t, rpmaFault{name: "netem loss 5%", iters: 60, netem: "loss 5%"})
+}
+
+func TestRPMALoss30(t *testing.T) {
+	rpmaTest(t, rpmaFault{name: "netem loss 30%", iters: 20, netem: "loss 30%"})
+}
+
+func TestRPMALinkDown(t *testing.T) {
+	rpmaTest(t, rpmaFault{name: "b's link down 2 s", iters: 60, inject: "linkdown", down: 2 * time.Second})
+}
+
+func TestRPMAPeerKilled(t *testing.T) {
+	rpmaTest(t, rpmaFault{name: "peer process SIGKILL", iters: 60, inject: "die"})
+}
+
 func TestPeerPoweredOff(t *testing.T) {
 	faultTest(t, fault{name: "peer VM powered off", iters: 60, qp: fast, inject: "poweroff"})
 }

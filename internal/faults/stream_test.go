@@ -90,8 +90,8 @@ func (c qpConfig) slack() time.Duration { return c.budget() + 3*time.Second }
 // setup is a's first message: what the test is and how b must serve it.
 type setup struct {
 	Test  string
-	Mode  string        // "": in this process; "kill": in a child a has killed; "poweroff"
-	Recvs int           // receives b posts (no RNR: every SEND has one)
+	Mode  string        // "": in this process; "kill": in a child a has killed; "poweroff"; "cmkill", "rpma", "rpmakill"
+	Recvs int           // receives b posts (no RNR: every SEND has one); rpma: slots of b's region
 	Dur   time.Duration // the soak's stream: b waits that much longer for a command
 	QP    qpConfig
 }
@@ -112,6 +112,7 @@ type command struct {
 	DownFor     time.Duration
 	SendsPosted int
 	SendsOK     int
+	Flushed     []bool // rpma's done: which write+flush pairs' flushes completed OK
 }
 
 // report is b's answer to done (and to every other command: Err).
@@ -645,6 +646,10 @@ func serve(t *testing.T) {
 		t.Fatal("b should have powered off")
 	case "kill", "cmkill":
 		serveChild(t, c, su, base)
+	case "rpma":
+		serveRPMA(t, c, su, base)
+	case "rpmakill":
+		serveRPMAKilled(t, c, su, base)
 	default:
 		t.Fatalf("unknown mode %q", su.Mode)
 	}
