@@ -1,0 +1,769 @@
+package main
+
+// The verbs side of goverbs perf: the resources perftest creates, the
+// order of its exchange steps (each tool's main), and its measurement
+// loops (run_iter_bw, run_iter_lat_write, run_iter_lat), with the same
+// buffer layout and addresses so that a C peer finds what it expects.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/perftest"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+const (
+	perfDefCacheLine = 64   // DEF_CACHE_LINE_SIZE
+	perfMinRNRTimer  = 12   // MIN_RNR_TIMER
+	perfPollBatch    = 16   // CTX_POLL_BATCH
+	perfSpinCheck    = 4096 // spins between looks at the context
+)
+
+// perf is one run: its options, resources and measurement arrays, all made
+// before the measured loops, which allocate nothing.
+type perf struct {
+	o      *perfOptions
+	stdout io.Writer
+
+	ctx  *verbs.Context
+	pd   *verbs.PD
+	mr   *mr.MR
+	cq   *cq.CQ
+	qp   *qp.QP
+	conn *perftest.Conn
+
+	linkLayer verbs.LinkLayer
+	mtu       verbs.MTU // after the exchange
+	outReads  int
+	cycle     int // cycle buffer, the larger of the two ends'
+	cacheLine int
+	withGID   bool
+	allocSize uint64 // ctx->size: the largest message of the run
+	half      uint64 // where the peer-visible half of the buffer starts
+	my, rem   perftest.Dest
+
+	sge       []verbs.SGE
+	wr        []verbs.SendWR
+	wc        []verbs.WorkCompletion
+	posted    []int64
+	completed []int64
+	deltas    []int64
+	epoch     time.Time
+}
+
+func (p *perf) now() int64 { return int64(time.Since(p.epoch)) }
+
+// runPerfTest runs one end of a test and returns the exit status.
+func runPerfTest(o *perfOptions, stdout, stderr io.Writer) int {
+	// As for pingpong: a second P keeps sysmon off the spinning loop's CPU
+	// while a doorbell write(2) runs.
+	if prev := runtime.GOMAXPROCS(0); prev < 2 {
+		runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(prev)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p := &perf{o: o, stdout: stdout, epoch: time.Now()}
+	err := p.run(ctx)
+	if cerr := p.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		errorf(stderr, "perf", "%v", err)
+		return 1
+	}
+	return 0
+}
+
+func (p *perf) run(ctx context.Context) error {
+	o := p.o
+	if o.test.verb == perfSend {
+		return fmt.Errorf("%s is not implemented yet", o.test.name)
+	}
+	if err := p.open(); err != nil {
+		return err
+	}
+	if o.server == "" {
+		fmt.Fprint(p.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		l, err := perftest.Listen(ctx, o.port)
+		if err != nil {
+			return err
+		}
+		p.conn, err = perftest.Accept(ctx, l)
+		l.Close()
+		if err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if p.conn, err = perftest.Dial(ctx, o.server, o.port); err != nil {
+			return err
+		}
+	}
+	if err := p.conn.Versions(ctx); err != nil {
+		return err
+	}
+	var err error
+	p.cycle, p.cacheLine, err = p.conn.SysData(ctx, os.Getpagesize(), cacheLineSize())
+	if err != nil {
+		return err
+	}
+	m, err := p.conn.MTU(ctx, int(p.mtu))
+	if err != nil {
+		return err
+	}
+	p.mtu = verbs.MTU(m)
+	if err := p.resources(); err != nil {
+		return err
+	}
+	p.printInfo()
+
+	// The steps of the tools' mains: handshakes before the connection
+	// (the latency tools do one more), the QP brought up, the addresses
+	// printed with a handshake between, and one more handshake.
+	pre := 1
+	if o.test.lat {
+		pre = 2
+	}
+	for range pre {
+		if p.rem, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+			return err
+		}
+	}
+	if perftest.IsIPv4Mapped(p.my.GID) != perftest.IsIPv4Mapped(p.rem.GID) {
+		return errors.New("found incompatibility issue with GID types: please try to use a different IP version")
+	}
+	if err := p.connect(); err != nil {
+		return err
+	}
+	p.printDest("local", p.my)
+	if p.rem, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+		return err
+	}
+	p.printDest("remote", p.rem)
+	if _, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+		return err
+	}
+	if o.test.lat {
+		return p.runLat(ctx)
+	}
+	return p.runBW(ctx)
+}
+
+// open finds the device and learns what the exchange needs from it:
+// link layer, GID, MTU, outstanding reads (check_link, set_mtu).
+func (p *perf) open() error {
+	o := p.o
+	devs, err := verbs.Devices()
+	if err != nil {
+		return fmt.Errorf("unable to find the Infiniband/RoCE device: %w", err)
+	}
+	var dev *verbs.Device
+	for i := range devs {
+		if o.devName == "" || devs[i].Name == o.devName {
+			dev = &devs[i]
+			break
+		}
+	}
+	if dev == nil {
+		if o.devName == "" {
+			return errors.New("no RDMA devices found")
+		}
+		return fmt.Errorf("IB device %s not found", o.devName)
+	}
+	o.devName = dev.Name
+	if p.ctx, err = verbs.OpenDevice(*dev); err != nil {
+		return fmt.Errorf("couldn't get context for the device: %w", err)
+	}
+	port, err := p.ctx.QueryPort(o.ibPort)
+	if err != nil {
+		return fmt.Errorf("unable to query port %d attributes: %w", o.ibPort, err)
+	}
+	if port.State != verbs.PortActive {
+		return fmt.Errorf("port number %d state is %s", o.ibPort, port.State)
+	}
+	p.linkLayer = port.LinkLayer
+	gid := o.gidIndex
+	if gid < 0 && port.LinkLayer == verbs.LinkLayerEthernet {
+		if gid, err = p.bestGIDIndex(port.GIDTblLen); err != nil {
+			return err
+		}
+	}
+	p.withGID = gid >= 0
+	o.gidIndex = gid
+	p.my = perftest.Dest{LID: uint32(port.LID), PSN: rand.Uint32() & 0xffffff, OutReads: 1}
+	if p.withGID {
+		e, err := p.ctx.QueryGID(o.ibPort, gid)
+		if err != nil && !errors.Is(err, unix.ENODATA) {
+			return fmt.Errorf("couldn't query GID %d: %w", gid, err)
+		}
+		p.my.GID = e.GID
+	}
+	p.mtu = port.ActiveMTU
+	if o.mtu != 0 {
+		if m := mtuFromBytes(int64(o.mtu)); m <= port.ActiveMTU {
+			p.mtu = m
+		} else {
+			fmt.Fprintf(p.stdout, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", port.ActiveMTU)
+		}
+	}
+	if o.test.verb == perfRead {
+		attr, err := p.ctx.QueryDevice()
+		if err != nil {
+			return fmt.Errorf("couldn't query device: %w", err)
+		}
+		p.outReads = attr.MaxQPRdAtom
+		if o.outReads > 0 && o.outReads < p.outReads {
+			p.outReads = o.outReads
+		}
+		if p.outReads < 1 {
+			return errors.New("the device allows no outstanding RDMA reads")
+		}
+		p.my.OutReads = uint32(p.outReads)
+	}
+	return nil
+}
+
+// bestGIDIndex is get_best_gid_index: prefer IPv4-mapped GIDs, then
+// RoCE v2 over v1.
+func (p *perf) bestGIDIndex(n int) (int, error) {
+	type ent struct {
+		gid  [16]byte
+		typ  verbs.GIDType
+		have bool
+	}
+	get := func(i int) (ent, error) {
+		e, err := p.ctx.QueryGID(p.o.ibPort, i)
+		if errors.Is(err, unix.ENODATA) {
+			return ent{}, nil // an unused entry: zero, of no type
+		}
+		if err != nil {
+			return ent{}, fmt.Errorf("couldn't query GID %d: %w", i, err)
+		}
+		return ent{e.GID, e.Type, true}, nil
+	}
+	rate := func(t verbs.GIDType) int {
+		switch t {
+		case verbs.GIDTypeRoCEv1:
+			return 1
+		case verbs.GIDTypeRoCEv2:
+			return 2
+		}
+		return -1
+	}
+	best := 0
+	for i := 1; i < n; i++ {
+		cur, err := get(best)
+		if err != nil {
+			return 0, err
+		}
+		riv, err := get(i)
+		if err != nil {
+			return 0, err
+		}
+		c4, r4 := perftest.IsIPv4Mapped(cur.gid), perftest.IsIPv4Mapped(riv.gid)
+		switch {
+		case r4 && !c4:
+			best = i
+		case cur.have && riv.have && rate(cur.typ) < rate(riv.typ):
+			best = i
+		}
+	}
+	return best, nil
+}
+
+// resources is ctx_init for one QP: the buffer (two halves: ours to send
+// from, the peer's to write to or read from), MR, CQ and QP in INIT.
+func (p *perf) resources() error {
+	o := p.o
+	p.allocSize = o.size
+	buf := max(p.allocSize, uint64(p.cycle))
+	p.half = buf
+	if buf > uint64(p.cacheLine) {
+		buf = (buf + uint64(p.cacheLine) - 1) / uint64(p.cacheLine) * uint64(p.cacheLine)
+	} else {
+		buf = uint64(p.cacheLine)
+	}
+	size := int(buf * 2)
+	var err error
+	if p.pd, err = p.ctx.AllocPD(); err != nil {
+		return fmt.Errorf("couldn't allocate PD: %w", err)
+	}
+	access := mr.LocalWrite
+	qpAccess := mr.Access(0)
+	switch o.test.verb {
+	case perfWrite:
+		access |= mr.RemoteWrite
+		qpAccess = mr.RemoteWrite
+	case perfRead:
+		access |= mr.RemoteRead
+		qpAccess = mr.RemoteRead
+	}
+	if p.mr, err = mr.New(p.pd, size, access); err != nil {
+		return fmt.Errorf("couldn't allocate MR: %w", err)
+	}
+	mem := p.mr.Bytes()
+	if o.test.verb == perfWrite && o.test.lat {
+		clear(mem) // write_lat polls on zeroed memory
+	} else {
+		for i := range mem {
+			mem[i] = byte(rand.Uint32())
+		}
+	}
+	if p.cq, err = cq.New(p.ctx, cq.Options{CQE: o.txDepth}); err != nil {
+		return fmt.Errorf("couldn't create CQ: %w", err)
+	}
+	caps := qp.Caps{MaxSendWR: o.txDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
+	if p.qp, err = qp.New(p.pd, qp.Options{Type: qp.RC, SendCQ: p.cq, RecvCQ: p.cq, Caps: caps}); err != nil {
+		return fmt.Errorf("couldn't create QP: %w", err)
+	}
+	if err := p.qp.ToInit(qp.InitAttr{Port: uint8(o.ibPort), Access: qpAccess}); err != nil {
+		return fmt.Errorf("failed to modify QP to INIT: %w", err)
+	}
+	p.my.QPN = p.qp.QPN()
+	p.my.RKey = p.mr.RKey()
+	p.my.VAddr = p.mr.IOVA() + p.half
+	iters := o.iters
+	p.posted = make([]int64, iters)
+	p.completed = make([]int64, iters)
+	p.deltas = make([]int64, iters)
+	p.sge = []verbs.SGE{{Addr: p.mr.IOVA(), Length: uint32(o.size), LKey: p.mr.LKey()}}
+	p.wr = []verbs.SendWR{{SGList: p.sge}}
+	p.wc = make([]verbs.WorkCompletion, perfPollBatch)
+	return nil
+}
+
+// connect is ctx_connect: RTR, and RTS for whoever sends (the latency
+// tools' both ends, the bandwidth tools' client).
+func (p *perf) connect() error {
+	o := p.o
+	path := verbs.AHAttr{DLID: uint16(p.rem.LID), SL: uint8(o.sl), Port: uint8(o.ibPort)}
+	if p.withGID {
+		path.IsGlobal = true
+		path.GRH = verbs.GlobalRoute{DGID: verbs.GID(p.rem.GID), SGIDIndex: uint8(o.gidIndex), HopLimit: 0xff}
+	}
+	err := p.qp.ToRTR(qp.RTRAttr{Path: path, MTU: p.mtu, DestQPN: p.rem.QPN, RQPSN: p.rem.PSN,
+		MaxDestRdAtomic: uint8(p.my.OutReads), MinRNRTimer: perfMinRNRTimer})
+	if err != nil {
+		return fmt.Errorf("failed to modify QP %d to RTR: %w", p.qp.QPN(), err)
+	}
+	if o.test.lat || o.server != "" {
+		err = p.qp.ToRTS(qp.RTSAttr{SQPSN: p.my.PSN, Timeout: uint8(o.qpTimeout), RetryCnt: 7, RNRRetry: 7,
+			MaxRdAtomic: uint8(min(p.rem.OutReads, 255))})
+		if err != nil {
+			return fmt.Errorf("failed to modify QP to RTS: %w", err)
+		}
+	}
+	return nil
+}
+
+// printInfo is ctx_print_test_info, the lines that apply.
+func (p *perf) printInfo() {
+	o := p.o
+	w := p.stdout
+	kind := "BW"
+	if o.test.lat {
+		kind = "Latency"
+	}
+	fmt.Fprint(w, perftest.ResultLine)
+	fmt.Fprintf(w, "                    %s %s Test\n", [...]string{"Send", "RDMA_Write", "RDMA_Read"}[o.test.verb], kind)
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.devName)
+	transport := "IB"
+	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : %s\n", transport)
+	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	if o.server != "" || o.test.lat {
+		fmt.Fprintf(w, " TX depth        : %d\n", o.txDepth)
+	}
+	if o.test.verb == perfRead {
+		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
+	}
+	if !o.test.lat {
+		fmt.Fprintf(w, " CQ Moderation   : %d\n", o.cqMod)
+	}
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.mtu.Bytes())
+	fmt.Fprintf(w, " Link type       : %s\n", map[bool]string{true: "Ethernet", false: "IB"}[p.linkLayer == verbs.LinkLayerEthernet])
+	if p.withGID {
+		fmt.Fprintf(w, " GID index       : %d\n", o.gidIndex)
+	}
+	if o.server != "" || o.test.lat {
+		fmt.Fprintf(w, " Max inline data : 0[B]\n")
+	}
+	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	fmt.Fprint(w, perftest.ResultLine)
+}
+
+// printDest is ctx_print_pingpong_data.
+func (p *perf) printDest(side string, d perftest.Dest) {
+	w := p.stdout
+	fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", side, cAltHex(uint64(d.LID), 4), cAltHex(uint64(d.QPN), 6), cAltHex(uint64(d.PSN), 6))
+	if p.o.test.verb == perfRead {
+		fmt.Fprintf(w, " OUT %s", cAltHex(uint64(d.OutReads), 4))
+	}
+	if p.o.test.verb != perfSend {
+		fmt.Fprintf(w, " RKey %s VAddr %s", cAltHex(uint64(d.RKey), 8), cAltHex(d.VAddr, 16))
+	}
+	fmt.Fprintln(w)
+	if p.withGID {
+		parts := make([]string, len(d.GID))
+		for i, g := range d.GID {
+			parts[i] = fmt.Sprintf("%02d", g)
+		}
+		fmt.Fprintf(w, " GID: %s\n", strings.Join(parts, ":"))
+	}
+}
+
+// cAltHex formats like C's "%#0<width>x": 0 is all zeros, anything else
+// "0x" and the digits, zero-padded to width characters in all.
+func cAltHex(v uint64, width int) string {
+	if v == 0 {
+		return fmt.Sprintf("%0*d", width, 0)
+	}
+	s := strconv.FormatUint(v, 16)
+	if pad := width - 2 - len(s); pad > 0 {
+		s = strings.Repeat("0", pad) + s
+	}
+	return "0x" + s
+}
+
+// sizes are the message sizes of the run: the one asked for, or 2 to 2^23
+// with -a.
+func (p *perf) sizes() []uint64 {
+	if !p.o.all {
+		return []uint64{p.o.size}
+	}
+	var s []uint64
+	for i := 1; i < 24; i++ {
+		s = append(s, 1<<i)
+	}
+	return s
+}
+
+func (p *perf) opcode() verbs.WROpcode {
+	if p.o.test.verb == perfRead {
+		return verbs.WRRDMARead
+	}
+	return verbs.WRRDMAWrite
+}
+
+// runBW is the bandwidth tools after the connection: the client measures,
+// the server waits; then both exchange reports and close.
+func (p *perf) runBW(ctx context.Context) error {
+	o := p.o
+	w := p.stdout
+	fmt.Fprint(w, perftest.ResultLine)
+	if o.gbits {
+		fmt.Fprint(w, perftest.BWHeaderG)
+	} else {
+		fmt.Fprint(w, perftest.BWHeader)
+	}
+	var my perftest.BWReport
+	if o.server == "" {
+		if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+			return err
+		}
+		rem, err := p.conn.ExchangeBWReports(ctx, my)
+		if err != nil {
+			return err
+		}
+		perftest.WriteBW(w, rem, o.gbits)
+		if err := p.conn.Finish(ctx, p.my, p.withGID); err != nil {
+			return err
+		}
+		fmt.Fprint(w, perftest.ResultLine)
+		return nil
+	}
+	for _, size := range p.sizes() {
+		if err := p.iterBW(ctx, size); err != nil {
+			return err
+		}
+		my = perftest.BW(p.posted, p.completed, size, o.iters, o.cqMod, o.noPeak, o.gbits)
+		perftest.WriteBW(w, my, o.gbits)
+	}
+	fmt.Fprint(w, perftest.ResultLine)
+	if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+		return err
+	}
+	if _, err := p.conn.ExchangeBWReports(ctx, my); err != nil {
+		return err
+	}
+	return p.conn.Finish(ctx, p.my, p.withGID)
+}
+
+// incr is INC: the address step, at least a cache line.
+func (p *perf) incr(size uint64) uint64 {
+	cl := uint64(p.cacheLine)
+	if size > cl {
+		return (size + cl - 1) / cl * cl
+	}
+	return cl
+}
+
+// iterBW is run_iter_bw for one QP and no post list: keep tx_depth
+// messages in flight, signal one in cq_mod (and the last), cycle the
+// addresses through the cycle buffer for small messages. It allocates
+// nothing.
+func (p *perf) iterBW(ctx context.Context, size uint64) error {
+	o := p.o
+	iters := uint64(o.iters)
+	cqMod := uint64(o.cqMod)
+	wr := &p.wr[0]
+	sge := &p.sge[0]
+	localBase, remBase := p.mr.IOVA(), p.rem.VAddr
+	*wr = verbs.SendWR{Opcode: p.opcode(), SGList: p.sge, RemoteAddr: remBase, RKey: p.rem.RKey}
+	sge.Addr, sge.Length = localBase, uint32(size)
+	if cqMod == 1 {
+		wr.Flags = verbs.SendSignaled
+	}
+	cycles := size <= uint64(p.cycle)/2
+	inc := p.incr(size)
+	wrap := uint64(p.cycle) / inc
+	noPeak := o.noPeak
+	var scnt, ccnt uint64
+	if noPeak {
+		p.posted[0] = p.now()
+	}
+	spins := 0
+	for scnt < iters || ccnt < iters {
+		for scnt < iters && scnt-ccnt+1 <= uint64(o.txDepth) {
+			if scnt%cqMod == 0 && cqMod > 1 && scnt != iters-1 {
+				wr.Flags &^= verbs.SendSignaled
+			}
+			if !noPeak {
+				p.posted[scnt] = p.now()
+			}
+			if err := p.qp.PostSend(p.wr); err != nil {
+				return fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+			}
+			if cycles {
+				sge.Addr += inc
+				wr.RemoteAddr += inc
+				if (scnt+1)%wrap == 0 {
+					sge.Addr, wr.RemoteAddr = localBase, remBase
+				}
+			}
+			scnt++
+			if scnt%cqMod == cqMod-1 || scnt == iters-1 {
+				wr.Flags |= verbs.SendSignaled
+			}
+		}
+		if ccnt >= iters {
+			continue
+		}
+		n, err := p.cq.Poll(p.wc)
+		if err != nil {
+			return fmt.Errorf("poll CQ failed: %w", err)
+		}
+		if n == 0 {
+			if spins++; spins%perfSpinCheck == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		for i := range p.wc[:n] {
+			c := &p.wc[i]
+			if c.Status != verbs.WCSuccess {
+				return fmt.Errorf("completion with error: status %s (%d), scnt=%d, ccnt=%d", c.Status, int(c.Status), scnt, ccnt)
+			}
+			ccnt += cqMod
+			if !noPeak {
+				p.completed[min(ccnt, iters)-1] = p.now()
+			}
+		}
+	}
+	if noPeak {
+		p.completed[0] = p.now()
+	}
+	return nil
+}
+
+// runLat is the latency tools after the connection.
+func (p *perf) runLat(ctx context.Context) error {
+	o := p.o
+	w := p.stdout
+	if o.test.verb == perfRead && o.server == "" {
+		// ib_read_lat's server has nothing to do but wait for the end.
+		return p.conn.Finish(ctx, p.my, p.withGID)
+	}
+	fmt.Fprint(w, perftest.ResultLine)
+	fmt.Fprint(w, perftest.LatHeader)
+	rtt := 2
+	if o.test.verb == perfRead {
+		rtt = 1
+	}
+	for _, size := range p.sizes() {
+		var err error
+		if o.test.verb == perfWrite {
+			err = p.iterLatWrite(ctx, size)
+		} else {
+			err = p.iterLatRead(ctx, size)
+		}
+		if err != nil {
+			return err
+		}
+		s, err := perftest.Lat(p.posted, rtt, p.deltas)
+		if err != nil {
+			return err
+		}
+		perftest.WriteLat(w, size, o.iters, s)
+	}
+	fmt.Fprint(w, perftest.ResultLine)
+	if o.test.verb == perfRead {
+		return p.conn.Finish(ctx, p.my, p.withGID)
+	}
+	// ib_write_lat closes nothing: each end leaves once its last write
+	// completed and the peer's last arrived.
+	return nil
+}
+
+// pollByte reads the byte at mem[off] the way a C volatile read does:
+// the peer's RDMA write changes it behind the compiler's back.
+func pollByte(mem []byte, off uint64) byte {
+	// The buffer is page-aligned and a whole number of cache lines
+	// long: the aligned word around the byte is inside it.
+	shift := uint64(uintptr(unsafe.Pointer(&mem[off])) & 3)
+	w := (*uint32)(unsafe.Pointer(&mem[off-shift]))
+	return byte(atomic.LoadUint32(w) >> (shift * 8))
+}
+
+// iterLatWrite is run_iter_lat_write: each end writes its count into the
+// last byte of the message and waits for the peer's count to arrive in
+// its own; the client starts.
+func (p *perf) iterLatWrite(ctx context.Context, size uint64) error {
+	o := p.o
+	iters := uint64(o.iters)
+	mem := p.mr.Bytes()
+	postOff := size - 1
+	pollOff := p.half + size - 1
+	wr := &p.wr[0]
+	*wr = verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: p.sge,
+		RemoteAddr: p.rem.VAddr, RKey: p.rem.RKey}
+	p.sge[0].Addr, p.sge[0].Length = p.mr.IOVA(), uint32(size)
+	server := o.server == ""
+	wc := p.wc[:1]
+	var scnt, ccnt, rcnt uint64
+	for scnt < iters || ccnt < iters || rcnt < iters {
+		if rcnt < iters && !(scnt < 1 && server) {
+			rcnt++
+			for spins := 1; pollByte(mem, pollOff) != byte(rcnt); spins++ {
+				if spins%perfSpinCheck == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+		}
+		if scnt < iters {
+			p.posted[scnt] = p.now()
+			scnt++
+			mem[postOff] = byte(scnt)
+			if err := p.qp.PostSend(p.wr); err != nil {
+				return fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+			}
+		}
+		if ccnt < iters {
+			if err := p.pollOne(ctx, wc, scnt, ccnt); err != nil {
+				return err
+			}
+			ccnt++
+		}
+	}
+	return nil
+}
+
+// iterLatRead is run_iter_lat for READ: one signaled read at a time.
+func (p *perf) iterLatRead(ctx context.Context, size uint64) error {
+	iters := uint64(p.o.iters)
+	wr := &p.wr[0]
+	*wr = verbs.SendWR{Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, SGList: p.sge,
+		RemoteAddr: p.rem.VAddr, RKey: p.rem.RKey}
+	p.sge[0].Addr, p.sge[0].Length = p.mr.IOVA(), uint32(size)
+	wc := p.wc[:1]
+	for scnt := uint64(0); scnt < iters; scnt++ {
+		p.posted[scnt] = p.now()
+		if err := p.qp.PostSend(p.wr); err != nil {
+			return fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+		}
+		if err := p.pollOne(ctx, wc, scnt, scnt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pollOne spins for one successful completion.
+func (p *perf) pollOne(ctx context.Context, wc []verbs.WorkCompletion, scnt, ccnt uint64) error {
+	for spins := 1; ; spins++ {
+		n, err := p.cq.Poll(wc)
+		if err != nil {
+			return fmt.Errorf("poll CQ failed: %w", err)
+		}
+		if n > 0 {
+			if wc[0].Status != verbs.WCSuccess {
+				return fmt.Errorf("completion with error: status %s (%d), scnt=%d, ccnt=%d", wc[0].Status, int(wc[0].Status), scnt, ccnt)
+			}
+			return nil
+		}
+		if spins%perfSpinCheck == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// cacheLineSize is get_cache_line_size: sysfs's coherency line size, 64
+// when unknown.
+func cacheLineSize() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n <= 4096 {
+			return n
+		}
+	}
+	return perfDefCacheLine
+}
+
+// close destroys what run made, in perftest's order, and reports the
+// first failure.
+func (p *perf) close() error {
+	var errs []error
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	if p.qp != nil {
+		errs = append(errs, p.qp.Close())
+	}
+	if p.cq != nil {
+		errs = append(errs, p.cq.Close())
+	}
+	if p.mr != nil {
+		errs = append(errs, p.mr.Close())
+	}
+	if p.pd != nil {
+		errs = append(errs, p.pd.Close())
+	}
+	if p.ctx != nil {
+		errs = append(errs, p.ctx.Close())
+	}
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("failed to destroy resources: %w", err)
+		}
+	}
+	return nil
+}

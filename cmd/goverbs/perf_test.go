@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// ---------------------------------------------------------------- unit --
+
+func TestPerfArgs(t *testing.T) {
+	o, _, _, err := parsePerfArgs([]string{"write-bw", "169.254.77.1", "-n", "50", "-s0x1000", "--gid-index=1", "-NF", "-Q", "4", "-t", "16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := perfOptions{test: perfTests[0], port: 18515, ibPort: 1, size: 4096, iters: 50, txDepth: 16, rxDepth: 512,
+		cqMod: 4, cqModSet: true, gidIndex: 1, qpTimeout: 14, noPeak: true, server: "169.254.77.1"}
+	if diff := cmp.Diff(want, *o, cmp.AllowUnexported(perfOptions{}, perfTest{})); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	// The defaults of each tool (perftest's init_perftest_params and
+	// force_dependecies).
+	for _, c := range []struct {
+		args                  []string
+		size                  uint64
+		iters, txDepth, cqMod int
+	}{
+		{[]string{"write-bw"}, 65536, 5000, 128, 1},
+		{[]string{"ib_write_bw", "-s", "64"}, 64, 5000, 128, 100},
+		{[]string{"write-lat"}, 2, 1000, 1, 1},
+		{[]string{"read-bw", "-s", "8192"}, 8192, 1000, 128, 100},
+		{[]string{"read-lat"}, 2, 1000, 1, 1},
+		{[]string{"write-bw", "-n", "5"}, 65536, 5, 5, 1},
+		{[]string{"write-bw", "-a", "-n", "10"}, perfMaxSize, 10, 10, 10},
+	} {
+		o, _, _, err := parsePerfArgs(c.args)
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if o.size != c.size || o.iters != c.iters || o.txDepth != c.txDepth || o.cqMod != c.cqMod {
+			t.Errorf("%q: size %d iters %d tx %d cq_mod %d; want %d %d %d %d", c.args, o.size, o.iters, o.txDepth, o.cqMod,
+				c.size, c.iters, c.txDepth, c.cqMod)
+		}
+	}
+	if o, _, _, _ := parsePerfArgs([]string{"write-bw", "-n", "20001"}); o == nil || !o.noPeak {
+		t.Error("-n 20001: the peak is not turned off")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing test"},
+		{[]string{"atomic-bw"}, "unknown test"},
+		{[]string{"write-bw", "-b"}, "'-b' is not supported"},
+		{[]string{"write-bw", "-R"}, "'-R' is not supported"},
+		{[]string{"write-bw", "--duration=5"}, "'--duration' is not supported"},
+		{[]string{"write-bw", "--perform_warm_up"}, "not supported"},
+		{[]string{"write-bw", "-q", "2"}, "one QP"},
+		{[]string{"write-bw", "-o", "2"}, "ib_write_bw has no such option"},
+		{[]string{"write-lat", "-r", "2"}, "ib_write_lat has no such option"},
+		{[]string{"write-bw", "-n", "4"}, "iterations must be"},
+		{[]string{"write-bw", "-s", "0"}, "size must be"},
+		{[]string{"write-bw", "-m", "1000"}, "MTU must be"},
+		{[]string{"write-bw", "-s"}, "requires an argument"},
+		{[]string{"write-bw", "--noPeak=1"}, "doesn't allow an argument"},
+		{[]string{"write-bw", "-n", "1x"}, "invalid number"},
+		{[]string{"write-bw", "a", "b"}, "unexpected argument"},
+	} {
+		_, _, _, err := parsePerfArgs(c.args)
+		var ue errPerfUsage
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ue) {
+			t.Errorf("%q: error %v, want a usage error with %q", c.args, err, c.want)
+		}
+	}
+}
+
+// Refused options exit 2 and say why, before touching any device.
+func TestPerfRefusesExit2(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if got := run([]string{"perf", "write-bw", "--bidirectional"}, &stdout, &stderr); got != 2 {
+		t.Errorf("exit status %d, want 2", got)
+	}
+	if !strings.Contains(stderr.String(), "'--bidirectional' is not supported by goverbs perf") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+	stdout.Reset()
+	if got := run([]string{"perf", "write-bw", "-V"}, &stdout, &stderr); got != 0 || stdout.String() != "Version: 6.06\n" {
+		t.Errorf("-V: %d %q", got, stdout.String())
+	}
+}
+
+func TestPerfCAltHex(t *testing.T) {
+	for _, c := range []struct {
+		v     uint64
+		width int
+		want  string
+	}{{0, 4, "0000"}, {0x11, 6, "0x0011"}, {0xabcdef, 6, "0xabcdef"}, {0x1234567, 6, "0x1234567"}, {0x7f00, 16, "0x00000000007f00"}} {
+		if got := cAltHex(c.v, c.width); got != c.want {
+			t.Errorf("cAltHex(%#x, %d) = %q, want %q", c.v, c.width, got, c.want)
+		}
+	}
+}
+
+// ---------------------------------------------------------- the test bed --
+
+// perfBed is what a perftest interop run needs: the device, the C tools,
+// taskset.
+type perfBed struct {
+	dev     string
+	addr    string
+	taskset string
+}
+
+func newPerfBed(t *testing.T) *perfBed {
+	t.Helper()
+	dev := testutil.Device(t)
+	ctx, err := verbs.OpenDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	// perftest's default exchange connects QPs by modify with the
+	// exchanged QPN and GID: not on iWARP (that needs -R, rdma_cm).
+	testutil.SkipUnlessModifyConnects(t, ctx)
+	b := &perfBed{dev: dev.Name, addr: testutil.Addr(t)}
+	for _, tool := range []string{"ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat"} {
+		testutil.LookPath(t, tool)
+	}
+	if p, err := exec.LookPath("taskset"); err == nil {
+		b.taskset = p
+	} else {
+		t.Logf("no taskset: the ends are not pinned (%v)", err)
+	}
+	return b
+}
+
+// start runs one end: impl "go" (this binary as goverbs perf) or "c" (the
+// perftest tool), pinned to cpu.
+func (b *perfBed) start(t *testing.T, impl string, test perfTest, cpu int, args ...string) *proc {
+	t.Helper()
+	var argv, env []string
+	switch impl {
+	case "go":
+		argv = append([]string{os.Args[0], "perf", test.name}, args...)
+		env = append(os.Environ(), envRunMain+"=1")
+	case "c":
+		argv = append([]string{testutil.LookPath(t, test.tool)}, args...)
+	default:
+		t.Fatalf("bad impl %q", impl)
+	}
+	if b.taskset != "" {
+		argv = append([]string{b.taskset, "-c", strconv.Itoa(cpu)}, argv...)
+	}
+	p, err := startProc(t, impl+" "+test.name+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// pair runs a server and a client of test with the same arguments and
+// returns both once they exited 0.
+func (b *perfBed) pair(t *testing.T, test perfTest, srv, cli string, args ...string) (server, client *proc) {
+	t.Helper()
+	port := ppPort()
+	args = append([]string{"-d", b.dev, "-p", strconv.Itoa(port)}, args...)
+	server = b.start(t, srv, test, 0, args...)
+	deadline := time.Now().Add(90 * time.Second)
+	for !listening(port) {
+		if server.exited() {
+			t.Fatalf("server exited before listening: %v", server)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not listening on %d after 90 s", port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	client = b.start(t, cli, test, 1, append(args, b.addr)...)
+	if err := client.wait(); err != nil {
+		server.cmd.Process.Kill()
+		server.wait()
+		t.Fatalf("client failed: %v\n\nserver %v", client, server)
+	}
+	if err := server.wait(); err != nil {
+		t.Fatalf("server failed: %v\n\nclient %v", server, client)
+	}
+	return server, client
+}
+
+// perfOutput is what one end printed that the test checks.
+type perfOutput struct {
+	local, remote []string // "QPN PSN RKey VAddr", the GID line appended
+	reports       []string // the result lines, as printed
+	values        [][]float64
+}
+
+var (
+	perfAddrRE = regexp.MustCompile(`^ (local|remote) address: LID (?:0000|0x[0-9a-f]{2,}) QPN (0x[0-9a-f]{4,}) PSN (0x[0-9a-f]{4,})(?: OUT 0x[0-9a-f]{2,})? RKey (0x[0-9a-f]{6,}) VAddr (0x[0-9a-f]{14,})$`)
+	perfGIDRE  = regexp.MustCompile(`^ GID: (\d\d:){15}\d\d\d?$`)
+	perfIntRE  = regexp.MustCompile(`^\d+$`)
+	perf2RE    = regexp.MustCompile(`^\d+\.\d\d$`)
+	perf6RE    = regexp.MustCompile(`^\d+\.\d{6}$`)
+)
+
+// parsePerfOutput picks the address and report lines out of one end's
+// stdout; the header lines are the tools' own business and not checked.
+func parsePerfOutput(t *testing.T, p *proc, lat bool) perfOutput {
+	t.Helper()
+	var o perfOutput
+	var last *[]string
+	for _, line := range p.lines() {
+		if m := perfAddrRE.FindStringSubmatch(line); m != nil {
+			last = &o.local
+			if m[1] == "remote" {
+				last = &o.remote
+			}
+			*last = append(*last, strings.Join(m[2:], " "))
+			continue
+		}
+		if perfGIDRE.MatchString(line) && last != nil && len(*last) > 0 {
+			(*last)[len(*last)-1] += line
+			continue
+		}
+		// REPORT_FMT (bytes, iterations, peak, average, message
+		// rate) and REPORT_FMT_LAT (bytes, iterations, seven times).
+		f := strings.Fields(line)
+		want := []*regexp.Regexp{perfIntRE, perfIntRE, perf2RE, perf2RE, perf6RE}
+		if lat {
+			want = []*regexp.Regexp{perfIntRE, perfIntRE, perf2RE, perf2RE, perf2RE, perf2RE, perf2RE, perf2RE, perf2RE}
+		}
+		ok := len(f) == len(want) && strings.HasPrefix(line, " ")
+		for i := 0; ok && i < len(f); i++ {
+			ok = want[i].MatchString(f[i])
+		}
+		if ok {
+			o.reports = append(o.reports, line)
+			var v []float64
+			for _, x := range f {
+				n, _ := strconv.ParseFloat(x, 64)
+				v = append(v, n)
+			}
+			o.values = append(o.values, v)
+		}
+	}
+	return o
+}
+
+var perfImplPairs = [][2]string{{"go", "c"}, {"c", "go"}, {"go", "go"}} // server, client
+
+// Each tool against its perftest counterpart, both ways: both ends finish,
+// each saw the addresses the other printed, and the result lines have
+// perftest's columns with the size and iterations asked for. The
+// bandwidth server prints the client's report, received over the
+// exchange: it must be the client's line, to the character.
+func TestPerfInterop(t *testing.T) {
+	bed := newPerfBed(t)
+	const iters = 20
+	cases := []struct {
+		test  string
+		args  []string
+		sizes []uint64
+	}{
+		{"write-bw", nil, []uint64{65536}},
+		{"write-bw", []string{"-s", "64", "-t", "8", "-Q", "4"}, []uint64{64}},
+		{"write-lat", nil, []uint64{2}},
+		{"read-bw", []string{"-s", "4096"}, []uint64{4096}},
+		{"read-lat", []string{"-s", "64"}, []uint64{64}},
+	}
+	for _, c := range cases {
+		test, _ := lookupPerfTest(c.test)
+		for _, impls := range perfImplPairs {
+			if impls[0] == impls[1] && len(c.args) > 0 {
+				continue
+			}
+			name := fmt.Sprintf("%s%s/%s-server/%s-client", c.test, strings.Join(c.args, ""), impls[0], impls[1])
+			t.Run(name, func(t *testing.T) {
+				args := append([]string{"-n", strconv.Itoa(iters)}, c.args...)
+				server, client := bed.pair(t, test, impls[0], impls[1], args...)
+				checkPerfPair(t, test, iters, c.sizes, server, client)
+			})
+		}
+	}
+}
+
+// -a: the size sweep, 2 to 2^23, from a Go client against the C server
+// and back.
+func TestPerfSweep(t *testing.T) {
+	bed := newPerfBed(t)
+	var sizes []uint64
+	for i := 1; i < 24; i++ {
+		sizes = append(sizes, 1<<i)
+	}
+	test, _ := lookupPerfTest("write-bw")
+	for _, impls := range perfImplPairs[:2] {
+		t.Run(fmt.Sprintf("write-bw/%s-server/%s-client", impls[0], impls[1]), func(t *testing.T) {
+			server, client := bed.pair(t, test, impls[0], impls[1], "-a", "-n", "5")
+			checkPerfPair(t, test, 5, sizes, server, client)
+		})
+	}
+}
+
+func checkPerfPair(t *testing.T, test perfTest, iters int, sizes []uint64, server, client *proc) {
+	t.Helper()
+	so, co := parsePerfOutput(t, server, test.lat), parsePerfOutput(t, client, test.lat)
+	if len(so.local) != 1 || len(co.local) != 1 || len(so.remote) != 1 || len(co.remote) != 1 {
+		t.Fatalf("want one local and one remote address per end: server %q %q, client %q %q\n%v\n%v",
+			so.local, so.remote, co.local, co.remote, server, client)
+	}
+	if so.local[0] != co.remote[0] || co.local[0] != so.remote[0] {
+		t.Errorf("the ends disagree on the addresses: server local %q remote %q, client local %q remote %q",
+			so.local[0], so.remote[0], co.local[0], co.remote[0])
+	}
+	// The client reports every size.
+	if len(co.values) != len(sizes) {
+		t.Fatalf("client: %d report lines, want %d:\n%v", len(co.values), len(sizes), client)
+	}
+	for i, v := range co.values {
+		if uint64(v[0]) != sizes[i] || int(v[1]) != iters {
+			t.Errorf("client report %q: size %v iterations %v, want %d %d", co.reports[i], v[0], v[1], sizes[i], iters)
+		}
+		for _, x := range v[2:] {
+			if x <= 0 || math.IsInf(x, 0) {
+				t.Errorf("client report %q: a value is not a positive number", co.reports[i])
+			}
+		}
+	}
+	switch {
+	case !test.lat:
+		// The server prints the client's (last) report.
+		if len(so.reports) != 1 || so.reports[0] != co.reports[len(co.reports)-1] {
+			t.Errorf("server's report %q, want the client's last %q", so.reports, co.reports[len(co.reports)-1])
+		}
+	case test.verb == perfWrite:
+		// Both ends of ib_write_lat measure.
+		if len(so.values) != len(sizes) {
+			t.Errorf("server: %d report lines, want %d", len(so.values), len(sizes))
+		}
+	default:
+		if len(so.reports) != 0 {
+			t.Errorf("the read-lat server reported %q", so.reports)
+		}
+	}
+	for _, p := range []*proc{server, client} {
+		if s := p.stderr.String(); s != "" && strings.Contains(p.name, "go ") {
+			t.Errorf("%s wrote to stderr: %q", p.name, s)
+		}
+	}
+}
