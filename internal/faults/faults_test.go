@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/testutil"
 )
 
 // The retry configurations. fast: a 67 ms ACK timeout and 6 retries (a
@@ -92,6 +94,29 @@ func TestRPMAPeerKilled(t *testing.T) {
 	rpmaTest(t, rpmaFault{name: "peer process SIGKILL", iters: 60, inject: "die"})
 }
 
+// TestCMPeerPoweredOff: TestCMPeerKilled's stream of SENDs on an rdma_cm
+// connection, and b's VM powers off mid-stream.
+// Nothing tells a's cm: the SENDs fail (retry exceeded) within the QP's
+// budget; a then disconnects, as programs do on an error, and its cm
+// reports DISCONNECTED when the DREQ's retries run out: within the cm's
+// retry budget (over a minute: 16 tries of 4.6 s), which is why make
+// faults leaves this test to make soak (GOVERBS_FAULT_CM_POWEROFF=1). It
+// powers b off, so it runs last, alone with the soak.
+func TestCMPeerPoweredOff(t *testing.T) {
+	if os.Getenv("GOVERBS_FAULT_CM_POWEROFF") != "1" {
+		testutil.SkipOptIn(t, "waits over a minute for the cm's DREQ retries and powers b off: make soak runs it (GOVERBS_FAULT_CM_POWEROFF=1)")
+	}
+	switch bed(t) {
+	case "a":
+		cmDrive(t, 60, "poweroff")
+	case "b":
+		serve(t)
+	}
+}
+
 func TestPeerPoweredOff(t *testing.T) {
+	if os.Getenv("GOVERBS_FAULT_CM_POWEROFF") == "1" {
+		testutil.SkipOptIn(t, "TestCMPeerPoweredOff powers b off in this run (GOVERBS_FAULT_CM_POWEROFF=1)")
+	}
 	faultTest(t, fault{name: "peer VM powered off", iters: 60, qp: fast, inject: "poweroff"})
 }

@@ -644,10 +644,17 @@ func serve(t *testing.T) {
 			t.Error(err)
 		}
 		t.Fatal("b should have powered off")
+	case "cmpoweroff":
+		if err := cmRespond(c, su, os.Getenv(testutil.EnvAddr)); err != nil {
+			t.Error(err)
+		}
+		t.Fatal("b should have powered off")
 	case "kill", "cmkill":
 		serveChild(t, c, su, base)
 	case "rpma":
 		serveRPMA(t, c, su, base)
+	case "cmloss":
+		serveCMLoss(t, c, base)
 	case "rpmakill":
 		serveRPMAKilled(t, c, su, base)
 	default:
@@ -803,14 +810,7 @@ func respond(c *ctl, su setup, dev verbs.Device, addr string) (err error) {
 		case "die":
 			unix.Kill(os.Getpid(), unix.SIGKILL)
 		case "poweroff":
-			f, err := os.Create(filepath.Join(os.Getenv(envDir), role+".poweroff"))
-			if err != nil {
-				return err
-			}
-			f.Sync()
-			f.Close()
-			unix.Sync()
-			return unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+			return powerOff()
 		case "done":
 			if err := setNetem(""); err != nil {
 				return err
@@ -854,4 +854,18 @@ func respond(c *ctl, su setup, dev verbs.Device, addr string) (err error) {
 			return fmt.Errorf("unknown command %q", cmd.Op)
 		}
 	}
+}
+
+// powerOff powers this VM off at once, as pulling the plug would (no
+// process exits, no connection is torn down), after leaving word for
+// two-host.sh that it was on request.
+func powerOff() error {
+	f, err := os.Create(filepath.Join(os.Getenv(envDir), role+".poweroff"))
+	if err != nil {
+		return err
+	}
+	f.Sync()
+	f.Close()
+	unix.Sync()
+	return unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 }
