@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/rxe"
 	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/uverbs"
@@ -98,13 +99,13 @@ func New(ctx *verbs.Context, opts Options) (*CQ, error) {
 	}
 	c := &CQ{ctx: ctx, ch: opts.Channel}
 	c.closing, c.endWaits = context.WithCancel(context.Background())
-	track, err := ctx.Track(verbs.KindCQ, c)
+	track, err := kobj.ContextOf(ctx).Track(kobj.KindCQ, c)
 	if err != nil {
 		return nil, fmt.Errorf("cq: create: %w", err)
 	}
 	c.track = track
 	if err := c.create(opts); err != nil {
-		ctx.Untrack(track)
+		kobj.ContextOf(ctx).Untrack(track)
 		return nil, err
 	}
 	return c, nil
@@ -114,9 +115,9 @@ func (c *CQ) create(opts Options) error {
 	var respCQE uint32
 	var mi uverbs.RxeCreateCqResp
 	var smi uverbs.SiwUrespCreateCq
-	isSIW := verbs.Driver(c.ctx.Driver()) == verbs.DriverSIW
+	isSIW := verbs.Driver(kobj.ContextOf(c.ctx).Driver) == verbs.DriverSIW
 	var r uverbs.Ioctl
-	r.Init("CQ.CREATE", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_CREATE, c.ctx.Driver())
+	r.Init("CQ.CREATE", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_CREATE, kobj.ContextOf(c.ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	r.Out(uverbs.UVERBS_ATTR_CREATE_CQ_RESP_CQE, unsafe.Pointer(&respCQE), 4)
 	r.U32(uverbs.UVERBS_ATTR_CREATE_CQ_CQE, uint32(min(opts.CQE, 1<<31-1)))
@@ -128,13 +129,13 @@ func (c *CQ) create(opts Options) error {
 	} else {
 		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
 	}
-	do := func() error { return c.ctx.Do(&r) }
+	do := func() error { return kobj.ContextOf(c.ctx).Do(&r) }
 	if c.ch != nil {
 		// Hold the channel's fd number steady across the call.
 		do = func() error {
-			return c.ch.Raw(func(fd int) error {
+			return kobj.ChannelOf(c.ch).FD.Raw(func(fd int) error {
 				r.FD(uverbs.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, fd)
-				return c.ctx.Do(&r)
+				return kobj.ContextOf(c.ctx).Do(&r)
 			})
 		}
 	}
@@ -166,7 +167,7 @@ func (c *CQ) create(opts Options) error {
 }
 
 func mapRing(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
-	mem, err := uverbs.Mmap(ctx.FD(), mi.Offset, int(mi.Size))
+	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, mi.Offset, int(mi.Size))
 	if err != nil {
 		return nil, fmt.Errorf("cq: map ring: %w", err)
 	}
@@ -179,7 +180,7 @@ func mapRing(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
 }
 
 func mapSIWRing(ctx *verbs.Context, mi uverbs.SiwUrespCreateCq) (*siw.CQ, error) {
-	mem, err := uverbs.Mmap(ctx.FD(), mi.Cq_key, siw.CQLen(mi.Num_cqe))
+	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, mi.Cq_key, siw.CQLen(mi.Num_cqe))
 	if err != nil {
 		return nil, fmt.Errorf("cq: map ring: %w", err)
 	}
@@ -280,7 +281,7 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	if c.sring != nil {
 		return nil
 	}
-	return uverbs.Write(c.ctx.FD(), "REQ_NOTIFY_CQ", uverbs.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &req, nil, 0)
+	return uverbs.Write(kobj.ContextOf(c.ctx).FD, "REQ_NOTIFY_CQ", uverbs.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &req, nil, 0)
 }
 
 // Events returns how many completion events the channel delivered for this
@@ -303,7 +304,7 @@ func (c *CQ) Wait(ctx context.Context) error {
 	wctx := c.waitContext(ctx)
 	mine := func(h uint64) bool { return h == c.track }
 	for {
-		if _, ok := c.ch.Take(mine); ok {
+		if _, ok := kobj.ChannelOf(c.ch).Take(mine); ok {
 			return nil
 		}
 		if err := c.ReqNotify(false); err != nil {
@@ -350,9 +351,9 @@ func readEvents(ctx context.Context, ch *verbs.CompChannel) error {
 		return fmt.Errorf("cq: wait: %w", err)
 	}
 	for _, h := range handles[:n] {
-		if c, ok := ch.Context().Object(h).(*CQ); ok { // else destroyed meanwhile
+		if c, ok := kobj.ContextOf(ch.Context()).Object(h).(*CQ); ok { // else destroyed meanwhile
 			c.events.Add(1)
-			ch.Stash(h)
+			kobj.ChannelOf(ch).Stash(h)
 		}
 	}
 	return nil
@@ -369,11 +370,11 @@ func WaitChannel(ctx context.Context, ch *verbs.CompChannel) (*CQ, error) {
 	any := func(uint64) bool { return true }
 	for {
 		for {
-			h, ok := ch.Take(any)
+			h, ok := kobj.ChannelOf(ch).Take(any)
 			if !ok {
 				break
 			}
-			if c, ok := ch.Context().Object(h).(*CQ); ok {
+			if c, ok := kobj.ContextOf(ch.Context()).Object(h).(*CQ); ok {
 				return c, nil
 			}
 		}
@@ -402,7 +403,7 @@ func (c *CQ) Resize(cqe int) error {
 	var resp uverbs.ResizeCqResp
 	var mi uverbs.RxeResizeCqResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("RESIZE_CQ", uverbs.IB_USER_VERBS_CMD_RESIZE_CQ, c.ctx.Driver())
+	r.InitInvokeWrite("RESIZE_CQ", uverbs.IB_USER_VERBS_CMD_RESIZE_CQ, kobj.ContextOf(c.ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
@@ -414,7 +415,7 @@ func (c *CQ) Resize(cqe int) error {
 		return verbs.ErrClosed
 	}
 	defer c.pollLock.Unlock()
-	if err := c.ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(c.ctx).Do(&r); err != nil {
 		return fmt.Errorf("cq: resize to %d: %w", cqe, err)
 	}
 	ring, err := mapRing(c.ctx, mi.Mi)
@@ -429,10 +430,10 @@ func (c *CQ) Resize(cqe int) error {
 func (c *CQ) destroy() (uverbs.DestroyCqResp, error) {
 	var resp uverbs.DestroyCqResp
 	var r uverbs.Ioctl
-	r.Init("CQ.DESTROY", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_DESTROY, c.ctx.Driver())
+	r.Init("CQ.DESTROY", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_DESTROY, kobj.ContextOf(c.ctx).Driver)
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_CQ_HANDLE, c.handle)
 	r.Out(uverbs.UVERBS_ATTR_DESTROY_CQ_RESP, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	return resp, c.ctx.Do(&r)
+	return resp, kobj.ContextOf(c.ctx).Do(&r)
 }
 
 // Close destroys the CQ and unmaps its ring. The kernel refuses (EBUSY)
@@ -447,7 +448,7 @@ func (c *CQ) Close() error {
 		return fmt.Errorf("cq: destroy: %w", err)
 	}
 	c.closed = true
-	c.ctx.Untrack(c.track)
+	kobj.ContextOf(c.ctx).Untrack(c.track)
 	c.endWaits() // a goroutine in Wait returns ErrClosed
 	c.waitMu.Lock()
 	if c.waitEnd != nil {

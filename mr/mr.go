@@ -30,6 +30,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -144,7 +145,7 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	if access&(RemoteWrite|RemoteAtomic) != 0 && access&LocalWrite == 0 {
 		return nil, fmt.Errorf("mr: register: %w", ErrInvalidAccess)
 	}
-	if err := pd.Check(); err != nil {
+	if err := kobj.CheckPD(pd); err != nil {
 		return nil, fmt.Errorf("mr: register: PD: %w", err)
 	}
 	ctx := pd.Context()
@@ -157,7 +158,7 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	}
 	var resp uverbs.RegMrResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("REG_MR", uverbs.IB_USER_VERBS_CMD_REG_MR, ctx.Driver())
+	r.InitInvokeWrite("REG_MR", uverbs.IB_USER_VERBS_CMD_REG_MR, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	// siw requires its driver request and response (the STag key byte,
@@ -165,15 +166,15 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	// lkey/rkey of the core response).
 	var sreq uverbs.SiwUreqRegMr
 	var sresp uverbs.SiwUrespRegMr
-	if verbs.Driver(ctx.Driver()) == verbs.DriverSIW {
+	if verbs.Driver(kobj.ContextOf(ctx).Driver) == verbs.DriverSIW {
 		r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&sreq), unsafe.Sizeof(sreq))
 		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sresp), unsafe.Sizeof(sresp))
 	}
-	if err := ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		return nil, explain(err, len(mem))
 	}
 	m := &MR{pd: pd, handle: resp.Handle, lkey: resp.Lkey, rkey: resp.Rkey, iova: iova, access: access, size: len(mem), mem: mem}
-	t, err := ctx.Track(verbs.KindMR, m)
+	t, err := kobj.ContextOf(ctx).Track(kobj.KindMR, m)
 	if err != nil {
 		m.dereg()
 		return nil, fmt.Errorf("mr: register: %w", err)
@@ -199,9 +200,9 @@ func explain(err error, n int) error {
 func (m *MR) dereg() error {
 	var r uverbs.Ioctl
 	ctx := m.pd.Context()
-	r.Init("MR.DESTROY", uverbs.UVERBS_OBJECT_MR, uverbs.UVERBS_METHOD_MR_DESTROY, ctx.Driver())
+	r.Init("MR.DESTROY", uverbs.UVERBS_OBJECT_MR, uverbs.UVERBS_METHOD_MR_DESTROY, kobj.ContextOf(ctx).Driver)
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_MR_HANDLE, m.handle)
-	return ctx.Do(&r)
+	return kobj.ContextOf(ctx).Do(&r)
 }
 
 // LKey is the local key, for SGEs of local work requests.
@@ -279,6 +280,6 @@ func (o *object) close(ctx *verbs.Context, track uint64, op string, destroy func
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	o.closed = true
-	ctx.Untrack(track)
+	kobj.ContextOf(ctx).Untrack(track)
 	return false, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -64,35 +65,36 @@ func AllocMW(pd *verbs.PD, typ MWType) (*MW, error) {
 	if typ != MWType1 && typ != MWType2 {
 		return nil, fmt.Errorf("mr: alloc MW: %v: %w", typ, unix.EINVAL)
 	}
-	if err := pd.Check(); err != nil {
+	if err := kobj.CheckPD(pd); err != nil {
 		return nil, fmt.Errorf("mr: alloc MW: PD: %w", err)
 	}
 	ctx := pd.Context()
 	req := uverbs.AllocMw{Pd_handle: pd.Handle(), Mw_type: uint8(typ)}
 	var resp uverbs.AllocMwResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("ALLOC_MW", uverbs.IB_USER_VERBS_CMD_ALLOC_MW, ctx.Driver())
+	r.InitInvokeWrite("ALLOC_MW", uverbs.IB_USER_VERBS_CMD_ALLOC_MW, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	if err := ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		return nil, fmt.Errorf("mr: alloc MW: %w", err)
 	}
 	w := &MW{pd: pd, typ: typ, handle: resp.Handle, rkey: resp.Rkey}
-	t, err := ctx.Track(verbs.KindMW, w)
+	t, err := kobj.ContextOf(ctx).Track(kobj.KindMW, w)
 	if err != nil {
 		w.dealloc()
 		return nil, fmt.Errorf("mr: alloc MW: %w", err)
 	}
 	w.track = t
+	kobj.ContextOf(ctx).AddWindow(w.rkey, (*window)(w))
 	return w, nil
 }
 
 func (w *MW) dealloc() error {
 	var r uverbs.Ioctl
 	ctx := w.pd.Context()
-	r.Init("MW.DESTROY", uverbs.UVERBS_OBJECT_MW, uverbs.UVERBS_METHOD_MW_DESTROY, ctx.Driver())
+	r.Init("MW.DESTROY", uverbs.UVERBS_OBJECT_MW, uverbs.UVERBS_METHOD_MW_DESTROY, kobj.ContextOf(ctx).Driver)
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_MW_HANDLE, w.handle)
-	return ctx.Do(&r)
+	return kobj.ContextOf(ctx).Do(&r)
 }
 
 // Type is the window's type.
@@ -145,36 +147,43 @@ func (w *MW) BindWR(wrid uint64, m *MR, addr, length uint64, access Access, flag
 		b.MRLKey = m.LKey()
 	}
 	w.rkey = b.NewRKey
-	b.Window = w
 	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRBindMW, Flags: flags, Bind: b}, nil
 }
 
-// Posted implements verbs.Window: the QP calls it when it posts a bind or
-// invalidation of the window.
-func (w *MW) Posted(op verbs.WROpcode, qpn uint32) bool {
+// window is what a QP sees of an MW (kobj.Window), registered with the
+// Context under the window's rkey: the QP tells it about the binds and
+// invalidations of that rkey it posts, and closes the type 2 windows that
+// still hold it before it is destroyed.
+type window MW
+
+// Posted records a bind or invalidation of the window posted on the QP
+// numbered qpn and reports whether the window now holds that QP.
+func (x *window) Posted(bind bool, qpn uint32) bool {
+	w := (*MW)(x)
 	if w.typ != MWType2 {
 		return false // type 1 windows do not hold the QP
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch op {
-	case verbs.WRBindMW:
+	if bind {
 		w.held, w.holds = qpn, true
-	case verbs.WRLocalInv:
-		if w.holds && w.held == qpn {
-			w.holds = false
-		}
+	} else if w.holds && w.held == qpn {
+		w.holds = false
 	}
 	return w.holds
 }
 
-// HeldQP implements verbs.Window: the number of the QP the last bind was
-// posted on, unless the window was invalidated there since.
-func (w *MW) HeldQP() (uint32, bool) {
+// HeldQP returns the number of the QP the last bind was posted on, unless
+// the window was invalidated there since.
+func (x *window) HeldQP() (uint32, bool) {
+	w := (*MW)(x)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.held, w.holds && !w.closed
 }
+
+// Close closes the window.
+func (x *window) Close() error { return (*MW)(x).Close() }
 
 func checkBind(w *MW, m *MR, addr, length uint64, access Access) error {
 	if access&^(RemoteWrite|RemoteRead|RemoteAtomic) != 0 {
@@ -213,8 +222,7 @@ func checkBind(w *MW, m *MR, addr, length uint64, access Access) error {
 // A type 2 window holds the QP it is bound through: closing that QP
 // deallocates the window unless this work request was posted on it.
 func (w *MW) InvalidateWR(wrid uint64, flags verbs.SendFlags) verbs.SendWR {
-	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRLocalInv, Flags: flags, InvalidateRKey: w.RKey(),
-		Bind: verbs.MWBind{Window: w}}
+	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRLocalInv, Flags: flags, InvalidateRKey: w.RKey()}
 }
 
 // Check returns ErrClosed after Close.
@@ -224,6 +232,9 @@ func (w *MW) Check() error { return w.check() }
 func (w *MW) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, err := w.close(w.pd.Context(), w.track, "mr: dealloc MW", w.dealloc)
+	done, err := w.close(w.pd.Context(), w.track, "mr: dealloc MW", w.dealloc)
+	if err == nil && !done {
+		kobj.ContextOf(w.pd.Context()).RemoveWindow(w.rkey, (*window)(w))
+	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
@@ -289,7 +290,7 @@ func TestMemoryWindowContextClose(t *testing.T) {
 		w := b.alloc(t, mr.MWType2)
 		b.bind(t, w, 0, 4096, mr.RemoteRead)
 	}
-	if n := b.p.Ctx.Objects(verbs.KindMW); n != 3 {
+	if n := kobj.ContextOf(b.p.Ctx).Count(kobj.KindMW); n != 3 {
 		t.Fatalf("%d windows tracked, want 3", n)
 	}
 	if err := b.p.Ctx.Close(); err != nil {
@@ -354,7 +355,7 @@ func TestMemoryWindowQPClose(t *testing.T) {
 			t.Errorf("%v window: %v", w.Type(), err)
 		}
 	}
-	if n := b.p.Ctx.Objects(verbs.KindMW); n != 3 {
+	if n := kobj.ContextOf(b.p.Ctx).Count(kobj.KindMW); n != 3 {
 		t.Errorf("%d windows tracked, want 3", n)
 	}
 	for _, w := range []*mr.MW{freed, one, elsewhere} {

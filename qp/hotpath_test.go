@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
@@ -342,8 +343,8 @@ func TestCreateDestroyCycles(t *testing.T) {
 	if got := runtime.NumGoroutine(); got > baseG {
 		t.Errorf("after %d cycles %d goroutines, before %d", cycles, got, baseG)
 	}
-	for _, k := range []verbs.ObjectKind{verbs.KindQP, verbs.KindSRQ, verbs.KindCQ, verbs.KindAH, verbs.KindMR} {
-		if n := ctx.Objects(k); n != 0 {
+	for _, k := range []kobj.Kind{kobj.KindQP, kobj.KindSRQ, kobj.KindCQ, kobj.KindAH, kobj.KindMR} {
+		if n := kobj.ContextOf(ctx).Count(k); n != 0 {
 			t.Errorf("context still tracks %d objects of kind %d", n, k)
 		}
 	}

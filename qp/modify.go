@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
@@ -113,9 +114,9 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 	}
 	ctx := q.pd.Context()
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("MODIFY_QP", uverbs.IB_USER_VERBS_CMD_MODIFY_QP, ctx.Driver())
+	r.InitInvokeWrite("MODIFY_QP", uverbs.IB_USER_VERBS_CMD_MODIFY_QP, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
-	if err := ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		if mask&MaskState != 0 {
 			return fmt.Errorf("qp: modify %s QP %d %s→%s (mask %#x): %w", q.typ, q.qpn, q.state, attr.State, uint32(mask), err)
 		}
@@ -219,10 +220,10 @@ func (q *QP) Query() (*Attr, error) {
 	resp := new(uverbs.QueryQpResp)
 	ctx := q.pd.Context()
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("QUERY_QP", uverbs.IB_USER_VERBS_CMD_QUERY_QP, ctx.Driver())
+	r.InitInvokeWrite("QUERY_QP", uverbs.IB_USER_VERBS_CMD_QUERY_QP, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
-	if err := ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		if q.isClosed() {
 			// Close began meanwhile and destroyed (or is destroying) the
 			// QP: ENOENT or EBUSY from the kernel means just that.

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/rxe"
 	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/verbs"
@@ -78,8 +79,8 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 			err = sendErrors.Full(i)
 			break
 		}
-		if w := wr.Bind.Window; w != nil && (wr.Opcode == verbs.WRBindMW || wr.Opcode == verbs.WRLocalInv) {
-			q.noteWindow(w, wr.Opcode)
+		if wr.Opcode == verbs.WRBindMW || wr.Opcode == verbs.WRLocalInv {
+			q.noteWindow(wr)
 		}
 		rxe.WriteSend(sq.Elem(p), wr, q.typ == UD, ahNum, q.ssn)
 		q.ssn++
@@ -154,14 +155,22 @@ func (q *QP) postSendSIW(wrs []verbs.SendWR) error {
 	return err
 }
 
-// noteWindow remembers a memory window that holds the QP after a posted
-// bind; the caller holds sqLock.
-func (q *QP) noteWindow(w verbs.Window, op verbs.WROpcode) {
-	if !w.Posted(op, q.qpn) {
+// noteWindow tells the memory window whose rkey a bind or invalidation
+// names (mr.MW registers its windows with the Context) that it was posted
+// here, and remembers the window if it now holds the QP; the caller holds
+// sqLock.
+func (q *QP) noteWindow(wr *verbs.SendWR) {
+	bind := wr.Opcode == verbs.WRBindMW
+	rkey := wr.InvalidateRKey
+	if bind {
+		rkey = wr.Bind.MWRKey
+	}
+	w := kobj.ContextOf(q.pd.Context()).Window(rkey)
+	if w == nil || !w.Posted(bind, q.qpn) {
 		return
 	}
 	if q.windows == nil {
-		q.windows = make(map[verbs.Window]struct{})
+		q.windows = make(map[kobj.Window]struct{})
 	}
 	q.windows[w] = struct{}{}
 }
@@ -232,10 +241,14 @@ func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
 		return 0, verbs.ErrTooManySGE
 	}
 	if q.typ == UD {
-		if wr.AH == nil || wr.AH.PD() != q.pd || wr.AH.Check() != nil {
+		if wr.AH == nil || wr.AH.PD() != q.pd {
 			return 0, verbs.ErrBadAH
 		}
-		return wr.AH.ProviderNum(), nil
+		num, err := kobj.AHNum(wr.AH)
+		if err != nil {
+			return 0, verbs.ErrBadAH
+		}
+		return num, nil
 	}
 	return 0, nil
 }

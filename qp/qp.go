@@ -26,6 +26,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/rxe"
 	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/srq"
@@ -134,7 +135,7 @@ type QP struct {
 	srq0      *siw.RecvRing  // siw's receive queue; nil with an SRQ or on rxe
 	ssn       uint32         // under sqLock
 	sqSGE     int
-	windows   map[verbs.Window]struct{} // type 2 windows bound through this QP; under sqLock
+	windows   map[kobj.Window]struct{} // type 2 windows bound through this QP; under sqLock
 	doorbell  *uverbs.Doorbell
 	rawFD     int          // the Context's uverbs descriptor, for the doorbell
 	doorbells atomic.Int32 // doorbells rung and not yet returned
@@ -180,13 +181,13 @@ func New(pd *verbs.PD, opts Options) (*QP, error) {
 	}
 	ctx := pd.Context()
 	q := &QP{pd: pd, typ: opts.Type, sendCQ: opts.SendCQ, recvCQ: opts.RecvCQ, srq: opts.SRQ}
-	track, err := ctx.Track(verbs.KindQP, q)
+	track, err := kobj.ContextOf(ctx).Track(kobj.KindQP, q)
 	if err != nil {
 		return nil, fmt.Errorf("qp: create: %w", err)
 	}
 	q.track = track
 	if err := q.create(opts); err != nil {
-		ctx.Untrack(track)
+		kobj.ContextOf(ctx).Untrack(track)
 		return nil, err
 	}
 	return q, nil
@@ -206,7 +207,7 @@ func validateOptions(pd *verbs.PD, o *Options) error {
 	if o.SRQ != nil && (c.MaxRecvWR != 0 || c.MaxRecvSGE != 0) {
 		return errors.New("qp: create: a QP on an SRQ has no receive queue: leave MaxRecvWR and MaxRecvSGE 0")
 	}
-	if err := pd.Check(); err != nil {
+	if err := kobj.CheckPD(pd); err != nil {
 		return fmt.Errorf("qp: create: PD: %w", err)
 	}
 	ctx := pd.Context()
@@ -231,9 +232,9 @@ func (q *QP) create(opts Options) error {
 	var qpn uint32
 	var drv uverbs.RxeCreateQpResp
 	var sdrv uverbs.SiwUrespCreateQp
-	isSIW := verbs.Driver(ctx.Driver()) == verbs.DriverSIW
+	isSIW := verbs.Driver(kobj.ContextOf(ctx).Driver) == verbs.DriverSIW
 	var r uverbs.Ioctl
-	r.Init("QP.CREATE", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_CREATE, ctx.Driver())
+	r.Init("QP.CREATE", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_CREATE, kobj.ContextOf(ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_QP_HANDLE)
 	r.Handle(uverbs.UVERBS_ATTR_CREATE_QP_PD_HANDLE, q.pd.Handle())
 	r.Handle(uverbs.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, opts.SendCQ.Handle())
@@ -255,7 +256,7 @@ func (q *QP) create(opts Options) error {
 	} else {
 		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
 	}
-	if err := ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		if errors.Is(err, uverbs.ErrClosed) {
 			return fmt.Errorf("qp: create: %w", verbs.ErrClosed)
 		}
@@ -266,7 +267,7 @@ func (q *QP) create(opts Options) error {
 	q.doorbell = uverbs.NewDoorbell(q.handle)
 	// The descriptor stays open until Context.Close, which closes this QP
 	// (and so waits for its doorbells) before it closes the descriptor.
-	q.rawFD = ctx.FD().Int()
+	q.rawFD = kobj.ContextOf(ctx).FD.Int()
 	mapQueues := func() error { return q.mapQueues(drv, capOut) }
 	if isSIW {
 		mapQueues = func() error { return q.mapSIWQueues(sdrv, capOut, opts) }
@@ -280,7 +281,7 @@ func (q *QP) create(opts Options) error {
 
 func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
 	ctx := q.pd.Context()
-	mem, err := uverbs.Mmap(ctx.FD(), drv.Sq_mi.Offset, int(drv.Sq_mi.Size))
+	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Sq_mi.Offset, int(drv.Sq_mi.Size))
 	if err != nil {
 		return fmt.Errorf("qp: map send queue: %w", err)
 	}
@@ -300,7 +301,7 @@ func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
 	if q.srq != nil {
 		return nil
 	}
-	mem, err = uverbs.Mmap(ctx.FD(), drv.Rq_mi.Offset, int(drv.Rq_mi.Size))
+	mem, err = uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Rq_mi.Offset, int(drv.Rq_mi.Size))
 	if err != nil {
 		uverbs.Munmap(sq.Mem())
 		return fmt.Errorf("qp: map receive queue: %w", err)
@@ -323,7 +324,7 @@ func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
 // usable (ownership is a flag per element, not indices).
 func (q *QP) mapSIWQueues(drv uverbs.SiwUrespCreateQp, c uverbs.QpCap, opts Options) error {
 	ctx := q.pd.Context()
-	mem, err := uverbs.Mmap(ctx.FD(), drv.Sq_key, siw.QueueLen(drv.Num_sqe, siw.SQESize))
+	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Sq_key, siw.QueueLen(drv.Num_sqe, siw.SQESize))
 	if err != nil {
 		return fmt.Errorf("qp: map send queue: %w", err)
 	}
@@ -344,7 +345,7 @@ func (q *QP) mapSIWQueues(drv uverbs.SiwUrespCreateQp, c uverbs.QpCap, opts Opti
 	if drv.Num_rqe == 0 {
 		return nil // no receive queue was asked for (MaxRecvWR 0)
 	}
-	mem, err = uverbs.Mmap(ctx.FD(), drv.Rq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
+	mem, err = uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Rq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
 	if err != nil {
 		uverbs.Munmap(sq.Mem())
 		return fmt.Errorf("qp: map receive queue: %w", err)
@@ -420,10 +421,10 @@ func (q *QP) destroy() error {
 	var events uint32
 	ctx := q.pd.Context()
 	var r uverbs.Ioctl
-	r.Init("QP.DESTROY", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_DESTROY, ctx.Driver())
+	r.Init("QP.DESTROY", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_DESTROY, kobj.ContextOf(ctx).Driver)
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_QP_HANDLE, q.handle)
 	r.Out(uverbs.UVERBS_ATTR_DESTROY_QP_RESP, unsafe.Pointer(&events), 4)
-	return ctx.Do(&r)
+	return kobj.ContextOf(ctx).Do(&r)
 }
 
 // Close destroys the QP and unmaps its queues. Work requests still queued
@@ -448,7 +449,7 @@ func (q *QP) Close() error {
 		return fmt.Errorf("qp: destroy: %w", err)
 	}
 	q.closed = true
-	q.pd.Context().Untrack(q.track)
+	kobj.ContextOf(q.pd.Context()).Untrack(q.track)
 	var errs []error
 	if q.ssq != nil {
 		errs = append(errs, uverbs.Munmap(q.ssq.Mem()))

@@ -14,6 +14,7 @@ package rpma
 import (
 	"fmt"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -88,7 +89,7 @@ func (p *Peer) UseNativeFlush() error {
 	if p == nil {
 		return ErrInval
 	}
-	if err := p.pd.Check(); err != nil {
+	if err := kobj.CheckPD(p.pd); err != nil {
 		return fmt.Errorf("rpma: native flush: %w", err)
 	}
 	if !p.nativeFlush {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/rxe"
 	"github.com/goverbs/goverbs/internal/siw"
 	"github.com/goverbs/goverbs/uverbs"
@@ -66,12 +67,12 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	if attr.MaxWR < 1 || attr.MaxSGE < 1 || attr.Limit < 0 {
 		return nil, fmt.Errorf("srq: create %+v: %w", attr, ErrBadAttr)
 	}
-	if err := pd.Check(); err != nil {
+	if err := kobj.CheckPD(pd); err != nil {
 		return nil, fmt.Errorf("srq: create: PD: %w", err)
 	}
 	ctx := pd.Context()
 	s := &SRQ{pd: pd}
-	track, err := ctx.Track(verbs.KindSRQ, s)
+	track, err := kobj.ContextOf(ctx).Track(kobj.KindSRQ, s)
 	if err != nil {
 		return nil, fmt.Errorf("srq: create: %w", err)
 	}
@@ -79,9 +80,9 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	var maxWR, maxSGE, srqNum uint32
 	var drv uverbs.RxeCreateSrqResp
 	var sdrv uverbs.SiwUrespCreateSrq
-	isSIW := verbs.Driver(ctx.Driver()) == verbs.DriverSIW
+	isSIW := verbs.Driver(kobj.ContextOf(ctx).Driver) == verbs.DriverSIW
 	var r uverbs.Ioctl
-	r.Init("SRQ.CREATE", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_CREATE, ctx.Driver())
+	r.Init("SRQ.CREATE", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_CREATE, kobj.ContextOf(ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_SRQ_HANDLE)
 	r.Handle(uverbs.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.Handle())
 	r.U64(uverbs.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, track)
@@ -98,8 +99,8 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	} else {
 		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
 	}
-	if err := ctx.Do(&r); err != nil {
-		ctx.Untrack(track)
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
+		kobj.ContextOf(ctx).Untrack(track)
 		return nil, fmt.Errorf("srq: create %+v: %w", attr, err)
 	}
 	s.handle = uint32(r.Data(h))
@@ -107,7 +108,7 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 		s.num = srqNum
 		if err := s.mapSIW(ctx, sdrv, maxSGE); err != nil {
 			s.destroy()
-			ctx.Untrack(track)
+			kobj.ContextOf(ctx).Untrack(track)
 			return nil, err
 		}
 		return s, nil
@@ -116,7 +117,7 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	q, err := mapQueue(ctx, drv.Mi)
 	if err != nil {
 		s.destroy()
-		ctx.Untrack(track)
+		kobj.ContextOf(ctx).Untrack(track)
 		return nil, err
 	}
 	s.maxSGE = min(int(maxSGE), int((q.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
@@ -126,7 +127,7 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 
 // mapSIW maps siw's SRQ at the key of the create response.
 func (s *SRQ) mapSIW(ctx *verbs.Context, drv uverbs.SiwUrespCreateSrq, maxSGE uint32) error {
-	mem, err := uverbs.Mmap(ctx.FD(), drv.Srq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
+	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Srq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
 	if err != nil {
 		return fmt.Errorf("srq: map queue: %w", err)
 	}
@@ -141,7 +142,7 @@ func (s *SRQ) mapSIW(ctx *verbs.Context, drv uverbs.SiwUrespCreateSrq, maxSGE ui
 }
 
 func mapQueue(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
-	mem, err := uverbs.Mmap(ctx.FD(), mi.Offset, int(mi.Size))
+	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, mi.Offset, int(mi.Size))
 	if err != nil {
 		return nil, fmt.Errorf("srq: map queue: %w", err)
 	}
@@ -219,7 +220,7 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 	mi := new(uverbs.RxeMminfo)
 	drv := uverbs.RxeModifySrqCmd{Info_addr: uverbs.Addr(unsafe.Pointer(mi))}
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("MODIFY_SRQ", uverbs.IB_USER_VERBS_CMD_MODIFY_SRQ, ctx.Driver())
+	r.InitInvokeWrite("MODIFY_SRQ", uverbs.IB_USER_VERBS_CMD_MODIFY_SRQ, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
 	if s.sring != nil && resize {
@@ -227,7 +228,7 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 		return fmt.Errorf("srq: modify %+v: %w", attr, verbs.ErrNotCapable)
 	}
 	if !resize {
-		err := ctx.Do(&r)
+		err := kobj.ContextOf(ctx).Do(&r)
 		runtime.KeepAlive(mi)
 		if err != nil {
 			return fmt.Errorf("srq: modify %+v: %w", attr, err)
@@ -239,7 +240,7 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 	// into the new one, and a receive posted to the old queue after that
 	// copy would be lost.
 	old, err := s.ring.Resize(func() (*rxe.Queue, error) {
-		err := ctx.Do(&r)
+		err := kobj.ContextOf(ctx).Do(&r)
 		runtime.KeepAlive(mi)
 		if err != nil {
 			return nil, fmt.Errorf("srq: modify %+v: %w", attr, err)
@@ -261,10 +262,10 @@ func (s *SRQ) Query() (Attr, error) {
 	req := uverbs.QuerySrq{Handle: s.handle}
 	var resp uverbs.QuerySrqResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("QUERY_SRQ", uverbs.IB_USER_VERBS_CMD_QUERY_SRQ, ctx.Driver())
+	r.InitInvokeWrite("QUERY_SRQ", uverbs.IB_USER_VERBS_CMD_QUERY_SRQ, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	if err := ctx.Do(&r); err != nil {
+	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		return Attr{}, fmt.Errorf("srq: query: %w", err)
 	}
 	return Attr{MaxWR: int(resp.Max_wr), MaxSGE: int(resp.Max_sge), Limit: int(resp.Srq_limit)}, nil
@@ -274,10 +275,10 @@ func (s *SRQ) destroy() error {
 	var events uint32
 	var r uverbs.Ioctl
 	ctx := s.pd.Context()
-	r.Init("SRQ.DESTROY", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_DESTROY, ctx.Driver())
+	r.Init("SRQ.DESTROY", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_DESTROY, kobj.ContextOf(ctx).Driver)
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_SRQ_HANDLE, s.handle)
 	r.Out(uverbs.UVERBS_ATTR_DESTROY_SRQ_RESP, unsafe.Pointer(&events), 4)
-	return ctx.Do(&r)
+	return kobj.ContextOf(ctx).Do(&r)
 }
 
 // Close destroys the SRQ (EBUSY while QPs use it) and unmaps its queue.
@@ -291,7 +292,7 @@ func (s *SRQ) Close() error {
 		return fmt.Errorf("srq: destroy: %w", err)
 	}
 	s.closed = true
-	s.pd.Context().Untrack(s.track)
+	kobj.ContextOf(s.pd.Context()).Untrack(s.track)
 	if s.sring != nil {
 		s.sring.Shut()
 		return uverbs.Munmap(s.sring.Mem())

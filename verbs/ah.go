@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -32,8 +33,8 @@ type AHAttr struct {
 	Port        uint8
 }
 
-// ABI converts the attributes to the kernel's struct ib_uverbs_ah_attr.
-func (a *AHAttr) ABI() uverbs.AhAttr {
+// abi converts the attributes to the kernel's struct ib_uverbs_ah_attr.
+func (a *AHAttr) abi() uverbs.AhAttr {
 	out := uverbs.AhAttr{
 		Dlid: a.DLID, Sl: a.SL, Src_path_bits: a.SrcPathBits, Static_rate: a.StaticRate, Port_num: a.Port,
 	}
@@ -62,26 +63,26 @@ type AH struct {
 // CreateAH creates an address handle in the PD. On RoCE the kernel
 // resolves the peer's MAC address from attr.GRH.DGID.
 func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
-	if err := pd.Check(); err != nil {
+	if err := pd.check(); err != nil {
 		return nil, fmt.Errorf("verbs: create AH: %w", err)
 	}
 	if attr == nil {
 		return nil, fmt.Errorf("verbs: create AH: nil attributes: %w", unix.EINVAL)
 	}
 	c := pd.ctx
-	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.ABI()}
+	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.abi()}
 	var resp uverbs.CreateAhResp
 	var drv uverbs.RxeCreateAhResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("CREATE_AH", uverbs.IB_USER_VERBS_CMD_CREATE_AH, c.Driver())
+	r.InitInvokeWrite("CREATE_AH", uverbs.IB_USER_VERBS_CMD_CREATE_AH, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return nil, err
 	}
 	ah := &AH{pd: pd, handle: resp.Handle, num: drv.Num}
-	t, err := c.Track(KindAH, ah)
+	t, err := c.track(kobj.KindAH, ah)
 	if err != nil {
 		ah.destroy()
 		return nil, fmt.Errorf("verbs: create AH: %w", err)
@@ -93,15 +94,22 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 // Handle is the kernel handle of the AH.
 func (ah *AH) Handle() uint32 { return ah.handle }
 
-// ProviderNum is the provider's number for the AH (rxe's ah_num), which UD
-// work requests carry.
-func (ah *AH) ProviderNum() uint32 { return ah.num }
-
 // PD returns the protection domain of the AH.
 func (ah *AH) PD() *PD { return ah.pd }
 
-// Check returns ErrClosed after Close.
-func (ah *AH) Check() error {
+// providerNum returns the provider's number for the AH (rxe's ah_num),
+// which UD work requests carry, or ErrClosed after Close.
+func (ah *AH) providerNum() (uint32, error) {
+	ah.mu.Lock()
+	defer ah.mu.Unlock()
+	if ah.closed {
+		return 0, ErrClosed
+	}
+	return ah.num, nil
+}
+
+// check returns ErrClosed after Close.
+func (ah *AH) check() error {
 	ah.mu.Lock()
 	defer ah.mu.Unlock()
 	if ah.closed {
@@ -112,9 +120,9 @@ func (ah *AH) Check() error {
 
 func (ah *AH) destroy() error {
 	var r uverbs.Ioctl
-	r.Init("AH.DESTROY", uverbs.UVERBS_OBJECT_AH, uverbs.UVERBS_METHOD_AH_DESTROY, ah.pd.ctx.Driver())
+	r.Init("AH.DESTROY", uverbs.UVERBS_OBJECT_AH, uverbs.UVERBS_METHOD_AH_DESTROY, ah.pd.ctx.driver())
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
-	return ah.pd.ctx.Do(&r)
+	return ah.pd.ctx.do(&r)
 }
 
 // Close destroys the address handle.
@@ -128,6 +136,6 @@ func (ah *AH) Close() error {
 		return err
 	}
 	ah.closed = true
-	ah.pd.ctx.Untrack(ah.track)
+	ah.pd.ctx.untrack(ah.track)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/pollfd"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -18,12 +19,11 @@ import (
 // epoll users.
 type CompChannel struct {
 	ctx   *Context
-	fd    *pollfd.FD
+	k     kobj.Channel // the fd, and events read but not yet claimed
 	track uint64
 
-	mu      sync.Mutex
-	closed  bool
-	pending []uint64 // events read but not yet claimed, oldest first
+	mu     sync.Mutex
+	closed bool
 }
 
 // NewCompChannel creates a completion channel (CREATE_COMP_CHANNEL).
@@ -34,18 +34,18 @@ func (c *Context) NewCompChannel() (*CompChannel, error) {
 	req := uverbs.CreateCompChannel{}
 	var resp uverbs.CreateCompChannelResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("CREATE_COMP_CHANNEL", uverbs.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, c.Driver())
+	r.InitInvokeWrite("CREATE_COMP_CHANNEL", uverbs.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return nil, err
 	}
 	fd, err := pollfd.New(int(int32(resp.Fd)), "uverbs-comp-channel")
 	if err != nil {
 		return nil, fmt.Errorf("verbs: create completion channel: %w", err)
 	}
-	ch := &CompChannel{ctx: c, fd: fd}
-	t, err := c.Track(KindCompChannel, ch)
+	ch := &CompChannel{ctx: c, k: kobj.Channel{FD: fd}}
+	t, err := c.track(kobj.KindCompChannel, ch)
 	if err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("verbs: create completion channel: %w", err)
@@ -60,20 +60,11 @@ func (ch *CompChannel) Context() *Context { return ch.ctx }
 // FD returns the channel's descriptor number, valid until Close, for
 // applications that multiplex it with epoll (it is non-blocking and
 // readable when an event is queued).
-func (ch *CompChannel) FD() int { return ch.fd.Int() }
-
-// Raw runs fn with the channel's descriptor number; the cq package uses it
-// to bind CQs to the channel.
-func (ch *CompChannel) Raw(fn func(fd int) error) error {
-	if fn == nil {
-		fn = func(int) error { return fmt.Errorf("verbs: completion channel: nil function: %w", unix.EINVAL) }
-	}
-	return ch.fd.Raw(fn)
-}
+func (ch *CompChannel) FD() int { return ch.k.FD.Int() }
 
 // Wait blocks until at least one completion event is queued, then reads
 // events until the fd is drained or handles is full, storing the user
-// handle of each event's CQ (the handle Context.Track returned for it). It
+// handle of each event's CQ (cq.CQ.UserHandle). It
 // returns how many it stored, or ctx.Err() when ctx ends the wait.
 //
 // Each event is one notification of an armed CQ: re-arm the CQ (ReqNotify)
@@ -83,14 +74,14 @@ func (ch *CompChannel) Raw(fn func(fd int) error) error {
 func (ch *CompChannel) Wait(ctx context.Context, handles []uint64) (int, error) {
 	if len(handles) == 0 {
 		// A closed channel says so first, whatever the arguments.
-		if err := ch.fd.Raw(func(int) error { return nil }); err != nil {
+		if err := ch.k.FD.Raw(func(int) error { return nil }); err != nil {
 			return 0, fmt.Errorf("verbs: completion channel wait: %w", err)
 		}
 		return 0, fmt.Errorf("verbs: completion channel wait: no room for events: %w", unix.EINVAL)
 	}
 	var d uverbs.CompEventDesc
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&d)), unsafe.Sizeof(d))
-	n, err := ch.fd.Read(ctx, buf)
+	n, err := ch.k.FD.Read(ctx, buf)
 	if err != nil {
 		return 0, fmt.Errorf("verbs: completion channel wait: %w", err)
 	}
@@ -101,34 +92,11 @@ func (ch *CompChannel) Wait(ctx context.Context, handles []uint64) (int, error) 
 		if count == len(handles) {
 			break
 		}
-		if n, err = ch.fd.TryRead(buf); err != nil {
+		if n, err = ch.k.FD.TryRead(buf); err != nil {
 			return count, fmt.Errorf("verbs: completion channel read: %w", err)
 		}
 	}
 	return count, nil
-}
-
-// Stash queues CQ handles of events read from the channel but not yet
-// claimed; Take hands them out oldest first. The cq package uses them so
-// that waiting for one CQ never loses or reorders another CQ's events.
-func (ch *CompChannel) Stash(handles ...uint64) {
-	ch.mu.Lock()
-	ch.pending = append(ch.pending, handles...)
-	ch.mu.Unlock()
-}
-
-// Take removes and returns the oldest stashed handle for which match
-// returns true.
-func (ch *CompChannel) Take(match func(handle uint64) bool) (uint64, bool) {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	for i, h := range ch.pending {
-		if match(h) {
-			ch.pending = append(ch.pending[:i], ch.pending[i+1:]...)
-			return h, true
-		}
-	}
-	return 0, false
 }
 
 // Close closes the channel. CQs bound to it keep the kernel object alive
@@ -140,6 +108,6 @@ func (ch *CompChannel) Close() error {
 		return nil
 	}
 	ch.closed = true
-	ch.ctx.Untrack(ch.track)
-	return ch.fd.Close()
+	ch.ctx.untrack(ch.track)
+	return ch.k.FD.Close()
 }

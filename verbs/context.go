@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/pollfd"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -26,7 +26,7 @@ import (
 // their own Close, so after Context.Close nothing of the context remains.
 type Context struct {
 	dev            Device
-	fd             *uverbs.FD
+	k              kobj.Context // uverbs fd, driver id, object table
 	async          *pollfd.FD
 	numCompVectors int
 	coreSupport    uint64
@@ -34,34 +34,7 @@ type Context struct {
 	capsOnce sync.Once // CapFlags
 	caps     uint64
 	capsErr  error
-
-	mu      sync.Mutex
-	closed  bool
-	next    uint64
-	objects map[uint64]tracked
 }
-
-type tracked struct {
-	kind ObjectKind
-	obj  io.Closer
-}
-
-// ObjectKind orders the teardown of a Context's objects: lower kinds are
-// destroyed first.
-type ObjectKind int
-
-// Object kinds in teardown order. Memory windows go first: a bound type 2
-// window holds a reference to the QP it was bound through.
-const (
-	KindMW ObjectKind = iota
-	KindQP
-	KindSRQ
-	KindCQ
-	KindCompChannel
-	KindAH
-	KindMR
-	KindPD
-)
 
 // Open opens the RDMA device called name ("rxe0").
 func Open(name string) (*Context, error) {
@@ -98,7 +71,7 @@ func OpenDevice(dev Device) (*Context, error) {
 		fd.Close()
 		return nil, err
 	}
-	c := &Context{dev: dev, fd: fd, objects: make(map[uint64]tracked)}
+	c := &Context{dev: dev, k: kobj.Context{FD: fd, Driver: uint32(dev.Driver)}}
 
 	var numVectors uint32
 	var r uverbs.Ioctl
@@ -160,12 +133,8 @@ func checkUverbs(raw int, dev Device) error {
 // Device returns the device this context was opened on.
 func (c *Context) Device() Device { return c.dev }
 
-// Driver returns the device's driver id, which every ioctl header carries.
-func (c *Context) Driver() uint32 { return uint32(c.dev.Driver) }
-
-// FD returns the uverbs file descriptor. It is meant for the packages that
-// build objects on a Context (cq, qp, srq, mr); applications do not need it.
-func (c *Context) FD() *uverbs.FD { return c.fd }
+// driver returns the device's driver id, which every ioctl header carries.
+func (c *Context) driver() uint32 { return c.k.Driver }
 
 // AsyncFD returns the number of the async-event file descriptor, for
 // applications that multiplex it with epoll; Event reads it. The number is
@@ -179,75 +148,22 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 // CoreSupport is the kernel's IB_UVERBS_CORE_SUPPORT_* bitmap.
 func (c *Context) CoreSupport() uint64 { return c.coreSupport }
 
-// Do issues an ioctl on the context's device. It returns ErrClosed once the
-// context is closed.
-func (c *Context) Do(r *uverbs.Ioctl) error {
-	// No check of c.closed: Close destroys the objects it still tracks
-	// through Do after setting it. Once Close is done, the closed
-	// descriptor refuses.
-	if r == nil {
-		if err := c.fd.Use(func(int) error { return nil }); err != nil {
-			return err
-		}
-		return fmt.Errorf("verbs: nil ioctl request: %w", unix.EINVAL)
-	}
-	return r.Do(c.fd)
-}
+// do issues an ioctl on the context's device. No check of closed: Close
+// destroys the objects it still tracks through do after setting it. Once
+// Close is done, the closed descriptor refuses.
+func (c *Context) do(r *uverbs.Ioctl) error { return r.Do(c.k.FD) }
+
+// track registers an object in the context's table (kobj.Context.Track).
+func (c *Context) track(kind kobj.Kind, obj io.Closer) (uint64, error) { return c.k.Track(kind, obj) }
+
+// untrack removes an object registered with track.
+func (c *Context) untrack(handle uint64) { c.k.Untrack(handle) }
 
 // isClosed reports whether Close has begun.
-func (c *Context) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
-// Track registers an object the context owns, so Close can destroy it, and
-// returns a non-zero handle unique within the context. Objects pass the
-// handle to the kernel as their user_handle; the kernel echoes it in
-// completion and async events, and Object maps it back.
-func (c *Context) Track(kind ObjectKind, obj io.Closer) (uint64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0, ErrClosed
-	}
-	c.next++
-	c.objects[c.next] = tracked{kind, obj}
-	return c.next, nil
-}
-
-// Untrack removes an object registered with Track; objects call it from
-// their Close.
-func (c *Context) Untrack(handle uint64) {
-	c.mu.Lock()
-	delete(c.objects, handle)
-	c.mu.Unlock()
-}
-
-// Object returns the object registered under handle, or nil.
-func (c *Context) Object(handle uint64) io.Closer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.objects[handle].obj
-}
-
-// Objects counts the objects of kind still open on the context.
-func (c *Context) Objects(kind ObjectKind) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.objects {
-		if t.kind == kind {
-			n++
-		}
-	}
-	return n
-}
+func (c *Context) isClosed() bool { return c.k.Closed() }
 
 func (c *Context) checkOpen() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	if c.k.Closed() {
 		return ErrClosed
 	}
 	return nil
@@ -256,25 +172,16 @@ func (c *Context) checkOpen() error {
 // Close destroys every object still open on the context in dependency
 // order and closes its file descriptors. Closing twice is not an error.
 func (c *Context) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	objs, ok := c.k.Close()
+	if !ok {
 		return nil
 	}
-	c.closed = true
-	objs := make([]tracked, 0, len(c.objects))
-	for _, t := range c.objects {
-		objs = append(objs, t)
-	}
-	c.mu.Unlock()
-
-	sort.SliceStable(objs, func(i, j int) bool { return objs[i].kind < objs[j].kind })
 	var errs []error
-	for _, t := range objs {
-		if err := t.obj.Close(); err != nil {
+	for _, o := range objs {
+		if err := o.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, c.async.Close(), c.fd.Close())
+	errs = append(errs, c.async.Close(), c.k.FD.Close())
 	return errors.Join(errs...)
 }

@@ -88,7 +88,7 @@ func (t EventType) Subject() Subject {
 type AsyncEvent struct {
 	Type EventType
 	// Element is the user handle of the CQ, QP or SRQ the event is about
-	// (the handle Context.Track returned), or the port number.
+	// (the UserHandle of that cq.CQ, qp.QP or srq.SRQ), or the port number.
 	Element uint64
 	// Object is the goverbs object the event is about (a *cq.CQ, *qp.QP,
 	// *srq.SRQ), or nil for port and device events and for objects already
@@ -121,7 +121,7 @@ func (c *Context) Event(ctx context.Context) (AsyncEvent, error) {
 	}
 	e := AsyncEvent{Type: EventType(d.Type), Element: d.Element}
 	if s := e.Type.Subject(); s == SubjectCQ || s == SubjectQP || s == SubjectSRQ {
-		e.Object = c.Object(d.Element)
+		e.Object = c.k.Object(d.Element)
 	}
 	return e, nil
 }

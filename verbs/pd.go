@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -27,14 +28,14 @@ func (c *Context) AllocPD() (*PD, error) {
 	req := uverbs.AllocPd{}
 	var resp uverbs.AllocPdResp
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("ALLOC_PD", uverbs.IB_USER_VERBS_CMD_ALLOC_PD, c.Driver())
+	r.InitInvokeWrite("ALLOC_PD", uverbs.IB_USER_VERBS_CMD_ALLOC_PD, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return nil, err
 	}
 	pd := &PD{ctx: c, handle: resp.Handle}
-	t, err := c.Track(KindPD, pd)
+	t, err := c.track(kobj.KindPD, pd)
 	if err != nil {
 		pd.destroy()
 		return nil, fmt.Errorf("verbs: alloc PD: %w", err)
@@ -49,9 +50,9 @@ func (pd *PD) Context() *Context { return pd.ctx }
 // Handle returns the kernel handle of the PD.
 func (pd *PD) Handle() uint32 { return pd.handle }
 
-// Check returns ErrClosed if the PD has been closed. Object packages call
-// it before creating objects in the PD.
-func (pd *PD) Check() error {
+// check returns ErrClosed if the PD has been closed. Object packages call
+// it (through kobj.CheckPD) before creating objects in the PD.
+func (pd *PD) check() error {
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
 	if pd.closed {
@@ -62,9 +63,9 @@ func (pd *PD) Check() error {
 
 func (pd *PD) destroy() error {
 	var r uverbs.Ioctl
-	r.Init("PD.DESTROY", uverbs.UVERBS_OBJECT_PD, uverbs.UVERBS_METHOD_PD_DESTROY, pd.ctx.Driver())
+	r.Init("PD.DESTROY", uverbs.UVERBS_OBJECT_PD, uverbs.UVERBS_METHOD_PD_DESTROY, pd.ctx.driver())
 	r.Handle(uverbs.UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle)
-	return pd.ctx.Do(&r)
+	return pd.ctx.do(&r)
 }
 
 // Close deallocates the PD. The kernel refuses (EBUSY) while objects still
@@ -79,6 +80,6 @@ func (pd *PD) Close() error {
 		return err
 	}
 	pd.closed = true
-	pd.ctx.Untrack(pd.track)
+	pd.ctx.untrack(pd.track)
 	return nil
 }

@@ -210,10 +210,10 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 	req := uverbs.ExQueryDevice{}
 	resp := new(uverbs.ExQueryDeviceResp)
 	var r uverbs.Ioctl
-	r.InitInvokeWrite("EX_QUERY_DEVICE", uverbs.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbs.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, c.Driver())
+	r.InitInvokeWrite("EX_QUERY_DEVICE", uverbs.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbs.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return nil, err
 	}
 	b := &resp.Base
@@ -367,10 +367,10 @@ func (c *Context) QueryPort(port int) (*PortAttr, error) {
 	}
 	resp := new(uverbs.QueryPortRespEx)
 	var r uverbs.Ioctl
-	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, c.Driver())
+	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, c.driver())
 	r.Const(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
 	r.Out(uverbs.UVERBS_ATTR_QUERY_PORT_RESP, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return nil, err
 	}
 	l := &resp.Legacy_resp
@@ -480,11 +480,11 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	entries := make([]uverbs.GidEntry, total)
 	var n uint64
 	var r uverbs.Ioctl
-	r.Init("DEVICE.QUERY_GID_TABLE", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_GID_TABLE, c.Driver())
+	r.Init("DEVICE.QUERY_GID_TABLE", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_GID_TABLE, c.driver())
 	r.Const(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uint64(unsafe.Sizeof(entries[0])))
 	r.Out(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, unsafe.Pointer(&entries[0]), uintptr(total)*unsafe.Sizeof(entries[0]))
 	r.Out(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, unsafe.Pointer(&n), 8)
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return nil, err
 	}
 	if n > uint64(total) {
@@ -508,12 +508,12 @@ func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 	}
 	e := new(uverbs.GidEntry)
 	var r uverbs.Ioctl
-	r.Init("DEVICE.QUERY_GID_ENTRY", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_GID_ENTRY, c.Driver())
+	r.Init("DEVICE.QUERY_GID_ENTRY", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_GID_ENTRY, c.driver())
 	r.Const(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
 	r.Const(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
 	r.U32(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
 	r.Out(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, unsafe.Pointer(e), unsafe.Sizeof(*e))
-	if err := c.Do(&r); err != nil {
+	if err := c.do(&r); err != nil {
 		return GIDEntry{}, err
 	}
 	return gidEntry(e), nil

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
@@ -209,8 +210,8 @@ func TestContextCloseReleasesObjects(t *testing.T) {
 	if got := testutil.Resources(t, dev)["pd"]; got != base["pd"]+3 {
 		t.Fatalf("pd count %d, want %d", got, base["pd"]+3)
 	}
-	if ctx.Objects(verbs.KindPD) != 3 {
-		t.Fatalf("context tracks %d PDs", ctx.Objects(verbs.KindPD))
+	if kobj.ContextOf(ctx).Count(kobj.KindPD) != 3 {
+		t.Fatalf("context tracks %d PDs", kobj.ContextOf(ctx).Count(kobj.KindPD))
 	}
 	if err := ctx.Close(); err != nil {
 		t.Fatal(err)
@@ -222,8 +223,8 @@ func TestContextCloseReleasesObjects(t *testing.T) {
 		if err := pd.Close(); err != nil {
 			t.Errorf("PD.Close after Context.Close: %v", err)
 		}
-		if err := pd.Check(); !errors.Is(err, verbs.ErrClosed) {
-			t.Errorf("PD.Check after close: %v", err)
+		if err := kobj.CheckPD(pd); !errors.Is(err, verbs.ErrClosed) {
+			t.Errorf("CheckPD after close: %v", err)
 		}
 	}
 }
@@ -253,8 +254,8 @@ func TestClosedContext(t *testing.T) {
 		t.Errorf("QueryGIDTable on closed context: %v", err)
 	}
 	var r uverbs.Ioctl
-	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, ctx.Driver())
-	if err := ctx.Do(&r); !errors.Is(err, verbs.ErrClosed) {
+	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, uint32(dev.Driver))
+	if err := kobj.ContextOf(ctx).Do(&r); !errors.Is(err, verbs.ErrClosed) {
 		t.Errorf("raw ioctl on closed context: %v", err)
 	}
 }
@@ -306,18 +307,18 @@ func TestBadInput(t *testing.T) {
 	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, uverbs.RDMA_DRIVER_MLX5)
 	r.Const(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM, 1)
 	r.Out(uverbs.UVERBS_ATTR_QUERY_PORT_RESP, unsafe.Pointer(&resp), 48)
-	if err := ctx.Do(&r); !errors.Is(err, unix.EINVAL) {
+	if err := kobj.ContextOf(ctx).Do(&r); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("ioctl with a wrong driver id: %v, want EINVAL", err)
 	}
 	// An unknown method is EPROTONOSUPPORT, a short output EINVAL.
-	r.Init("DEVICE.?", uverbs.UVERBS_OBJECT_DEVICE, 99, ctx.Driver())
-	if err := ctx.Do(&r); !errors.Is(err, unix.EPROTONOSUPPORT) {
+	r.Init("DEVICE.?", uverbs.UVERBS_OBJECT_DEVICE, 99, kobj.ContextOf(ctx).Driver)
+	if err := kobj.ContextOf(ctx).Do(&r); !errors.Is(err, unix.EPROTONOSUPPORT) {
 		t.Errorf("unknown method: %v, want EPROTONOSUPPORT", err)
 	}
-	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, ctx.Driver())
+	r.Init("DEVICE.QUERY_PORT", uverbs.UVERBS_OBJECT_DEVICE, uverbs.UVERBS_METHOD_QUERY_PORT, kobj.ContextOf(ctx).Driver)
 	r.Const(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM, 1)
 	r.Out(uverbs.UVERBS_ATTR_QUERY_PORT_RESP, unsafe.Pointer(&resp), 32)
-	if err := ctx.Do(&r); !errors.Is(err, unix.EINVAL) {
+	if err := kobj.ContextOf(ctx).Do(&r); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("32-byte QUERY_PORT response: %v, want EINVAL", err)
 	}
 }

@@ -1,7 +1,6 @@
 package verbs
 
 import (
-	"io"
 	"strconv"
 
 	"github.com/goverbs/goverbs/uverbs"
@@ -162,23 +161,6 @@ type MWBind struct {
 	Access  uint32
 	Addr    uint64
 	Length  uint64
-	// Window, when set, is told which QP the bind (or, on a LOCAL_INV
-	// work request, the invalidation) was posted on, so closing that QP
-	// can release the window first. mr.MW's work requests set it.
-	Window Window
-}
-
-// Window is the part of a memory window (mr.MW) a QP needs: rxe keeps a
-// QP alive while a type 2 window is bound through it, so a QP releases
-// such windows before it is destroyed.
-type Window interface {
-	io.Closer
-	// Posted records that a bind (WRBindMW) or an invalidation
-	// (WRLocalInv) of the window was posted on the QP numbered qpn, and
-	// reports whether the window now holds that QP.
-	Posted(op WROpcode, qpn uint32) bool
-	// HeldQP returns the number of the QP the window holds, if any.
-	HeldQP() (qpn uint32, ok bool)
 }
 
 // IncRKey returns rkey with its low 8 bits, the key part the consumer
