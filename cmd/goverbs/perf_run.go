@@ -46,7 +46,8 @@ type perf struct {
 	ctx  *verbs.Context
 	pd   *verbs.PD
 	mr   *mr.MR
-	cq   *cq.CQ
+	cq   *cq.CQ // the send CQ; the receive CQ too but for SEND tests
+	rcq  *cq.CQ // SEND tests' receive CQ
 	qp   *qp.QP
 	conn *perftest.Conn
 
@@ -62,6 +63,9 @@ type perf struct {
 
 	sge       []verbs.SGE
 	wr        []verbs.SendWR
+	rsge      []verbs.SGE
+	rwr       []verbs.RecvWR
+	rxBase    uint64 // where the receives land (SEND tests)
 	wc        []verbs.WorkCompletion
 	posted    []int64
 	completed []int64
@@ -94,10 +98,16 @@ func runPerfTest(o *perfOptions, stdout, stderr io.Writer) int {
 }
 
 func (p *perf) run(ctx context.Context) error {
-	o := p.o
-	if o.test.verb == perfSend {
-		return fmt.Errorf("%s is not implemented yet", o.test.name)
+	if err := p.setup(ctx); err != nil {
+		return err
 	}
+	return p.measure(ctx)
+}
+
+// setup is the tools' mains up to the measurement: the device, the
+// exchange up to the peer's address, the QP connected.
+func (p *perf) setup(ctx context.Context) error {
+	o := p.o
 	if err := p.open(); err != nil {
 		return err
 	}
@@ -137,10 +147,11 @@ func (p *perf) run(ctx context.Context) error {
 	p.printInfo()
 
 	// The steps of the tools' mains: handshakes before the connection
-	// (the latency tools do one more), the QP brought up, the addresses
-	// printed with a handshake between, and one more handshake.
+	// (ib_write_lat and ib_read_lat do one more), the QP brought up, the
+	// addresses printed with a handshake between, and one more handshake
+	// (ib_send_* do it before printing).
 	pre := 1
-	if o.test.lat {
+	if o.test.lat && o.test.verb != perfSend {
 		pre = 2
 	}
 	for range pre {
@@ -154,12 +165,27 @@ func (p *perf) run(ctx context.Context) error {
 	if err := p.connect(); err != nil {
 		return err
 	}
+	if o.test.verb == perfSend {
+		if _, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+			return err
+		}
+	}
 	p.printDest("local", p.my)
 	if p.rem, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
 		return err
 	}
 	p.printDest("remote", p.rem)
-	if _, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+	return nil
+}
+
+// measure is the rest: the measured loops, the reports, the closing
+// steps of the exchange.
+func (p *perf) measure(ctx context.Context) error {
+	o := p.o
+	if o.test.verb == perfSend {
+		return p.runSend(ctx)
+	}
+	if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
 		return err
 	}
 	if o.test.lat {
@@ -316,6 +342,8 @@ func (p *perf) resources() error {
 	case perfRead:
 		access |= mr.RemoteRead
 		qpAccess = mr.RemoteRead
+	case perfSend:
+		qpAccess = mr.RemoteWrite | mr.LocalWrite
 	}
 	if p.mr, err = mr.New(p.pd, size, access); err != nil {
 		return fmt.Errorf("couldn't allocate MR: %w", err)
@@ -332,7 +360,15 @@ func (p *perf) resources() error {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
 	caps := qp.Caps{MaxSendWR: o.txDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
-	if p.qp, err = qp.New(p.pd, qp.Options{Type: qp.RC, SendCQ: p.cq, RecvCQ: p.cq, Caps: caps}); err != nil {
+	rcq := p.cq
+	if o.test.verb == perfSend {
+		caps.MaxRecvWR = o.rxDepth
+		if p.rcq, err = cq.New(p.ctx, cq.Options{CQE: o.rxDepth}); err != nil {
+			return fmt.Errorf("couldn't create CQ: %w", err)
+		}
+		rcq = p.rcq
+	}
+	if p.qp, err = qp.New(p.pd, qp.Options{Type: qp.RC, SendCQ: p.cq, RecvCQ: rcq, Caps: caps}); err != nil {
 		return fmt.Errorf("couldn't create QP: %w", err)
 	}
 	if err := p.qp.ToInit(qp.InitAttr{Port: uint8(o.ibPort), Access: qpAccess}); err != nil {
@@ -347,6 +383,10 @@ func (p *perf) resources() error {
 	p.deltas = make([]int64, iters)
 	p.sge = []verbs.SGE{{Addr: p.mr.IOVA(), Length: uint32(o.size), LKey: p.mr.LKey()}}
 	p.wr = []verbs.SendWR{{SGList: p.sge}}
+	// Receives land in the second half (send_qp_buff_size on).
+	p.rxBase = p.mr.IOVA() + uint64(size/2)
+	p.rsge = []verbs.SGE{{Addr: p.rxBase, Length: uint32(o.size), LKey: p.mr.LKey()}}
+	p.rwr = []verbs.RecvWR{{SGList: p.rsge}}
 	p.wc = make([]verbs.WorkCompletion, perfPollBatch)
 	return nil
 }
@@ -391,6 +431,9 @@ func (p *perf) printInfo() {
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if o.server != "" || o.test.lat {
 		fmt.Fprintf(w, " TX depth        : %d\n", o.txDepth)
+	}
+	if o.test.verb == perfSend && (o.server == "" || o.test.lat) {
+		fmt.Fprintf(w, " RX depth        : %d\n", o.rxDepth)
 	}
 	if o.test.verb == perfRead {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
@@ -458,8 +501,11 @@ func (p *perf) sizes() []uint64 {
 }
 
 func (p *perf) opcode() verbs.WROpcode {
-	if p.o.test.verb == perfRead {
+	switch p.o.test.verb {
+	case perfRead:
 		return verbs.WRRDMARead
+	case perfSend:
+		return verbs.WRSend
 	}
 	return verbs.WRRDMAWrite
 }
@@ -555,7 +601,7 @@ func (p *perf) iterBW(ctx context.Context, size uint64) error {
 			}
 			if cycles {
 				sge.Addr += inc
-				wr.RemoteAddr += inc
+				wr.RemoteAddr += inc // ignored by SEND
 				if (scnt+1)%wrap == 0 {
 					sge.Addr, wr.RemoteAddr = localBase, remBase
 				}
@@ -726,6 +772,197 @@ func (p *perf) pollOne(ctx context.Context, wc []verbs.WorkCompletion, scnt, ccn
 	}
 }
 
+// runSend is ib_send_bw and ib_send_lat after the addresses: per size,
+// the receivers post their receives, a handshake tells the sender it may
+// start, both measure and print their own report (the bandwidth tools'
+// sweep has one more handshake after each size); then both close.
+func (p *perf) runSend(ctx context.Context) error {
+	o := p.o
+	w := p.stdout
+	fmt.Fprint(w, perftest.ResultLine)
+	switch {
+	case o.test.lat:
+		fmt.Fprint(w, perftest.LatHeader)
+	case o.gbits:
+		fmt.Fprint(w, perftest.BWHeaderG)
+	default:
+		fmt.Fprint(w, perftest.BWHeader)
+	}
+	server := o.server == ""
+	for _, size := range p.sizes() {
+		if o.test.lat || server {
+			if err := p.postRecvs(size); err != nil {
+				return err
+			}
+		}
+		if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+			return err
+		}
+		var err error
+		switch {
+		case o.test.lat:
+			err = p.iterLatSend(ctx, size)
+		case server:
+			err = p.iterBWServer(ctx, size)
+		default:
+			err = p.iterBW(ctx, size)
+		}
+		if err != nil {
+			return err
+		}
+		if o.test.lat {
+			s, err := perftest.Lat(p.posted, 2, p.deltas)
+			if err != nil {
+				return err
+			}
+			perftest.WriteLat(w, size, o.iters, s)
+			continue
+		}
+		// ib_send_bw's server has no peak (force_dependecies).
+		noPeak := o.noPeak || server
+		perftest.WriteBW(w, perftest.BW(p.posted, p.completed, size, o.iters, o.cqMod, noPeak, o.gbits), o.gbits)
+		if o.all {
+			if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprint(w, perftest.ResultLine)
+	return p.conn.Finish(ctx, p.my, p.withGID)
+}
+
+// postRecvs is ctx_set_recv_wqes: rx_depth receives of size bytes, the
+// bandwidth test's cycling through the cycle buffer.
+func (p *perf) postRecvs(size uint64) error {
+	o := p.o
+	sge := &p.rsge[0]
+	sge.Addr, sge.Length = p.rxBase, uint32(size)
+	cycles := !o.test.lat && size <= uint64(p.cycle)/2
+	inc := p.incr(size)
+	wrap := uint64(p.cycle) / inc
+	for j := 0; j < o.rxDepth; j++ {
+		if err := p.qp.PostRecv(p.rwr); err != nil {
+			return fmt.Errorf("couldn't post recv: counter=%d: %w", j, err)
+		}
+		if cycles {
+			sge.Addr += inc
+			if (uint64(j)+1)%wrap == 0 {
+				sge.Addr = p.rxBase
+			}
+		}
+	}
+	sge.Addr = p.rxBase
+	return nil
+}
+
+// iterBWServer is run_iter_bw_server for one QP: count the receives,
+// repost while more are due, time from the first arrival to the last.
+func (p *perf) iterBWServer(ctx context.Context, size uint64) error {
+	o := p.o
+	iters := uint64(o.iters)
+	sge := &p.rsge[0]
+	cycles := size <= uint64(p.cycle)/2
+	inc := p.incr(size)
+	wrap := uint64(p.cycle) / inc
+	posted := uint64(o.rxDepth)
+	var rcnt uint64
+	first := true
+	for spins := 1; rcnt < iters; spins++ {
+		n, err := p.rcq.Poll(p.wc)
+		if err != nil {
+			return fmt.Errorf("poll receive CQ failed: %w", err)
+		}
+		if n == 0 {
+			if spins%perfSpinCheck == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		if first {
+			p.posted[0] = p.now()
+			first = false
+		}
+		for i := range p.wc[:n] {
+			c := &p.wc[i]
+			if c.Status != verbs.WCSuccess {
+				return fmt.Errorf("completion with error at server: status %s (%d), rcnt=%d", c.Status, int(c.Status), rcnt)
+			}
+			rcnt++
+			if posted+1 <= iters {
+				if err := p.qp.PostRecv(p.rwr); err != nil {
+					return fmt.Errorf("couldn't post recv: rcnt=%d: %w", rcnt, err)
+				}
+				posted++
+				if cycles {
+					sge.Addr += inc
+					if (posted+1)%wrap == 0 {
+						sge.Addr = p.rxBase
+					}
+				}
+			}
+		}
+	}
+	p.completed[0] = p.now()
+	return nil
+}
+
+// iterLatSend is run_iter_lat_send: a SEND ping-pong, the server
+// receiving first; each end reposts while receives are still due.
+func (p *perf) iterLatSend(ctx context.Context, size uint64) error {
+	o := p.o
+	iters := uint64(o.iters)
+	cqMod := uint64(o.cqMod)
+	wr := &p.wr[0]
+	*wr = verbs.SendWR{Opcode: verbs.WRSend, SGList: p.sge}
+	p.sge[0].Addr, p.sge[0].Length = p.mr.IOVA(), uint32(size)
+	client := o.server != ""
+	wc := p.wc[:1]
+	var scnt, rcnt uint64
+	for scnt < iters || rcnt < iters {
+		if rcnt < iters && !(scnt < 1 && client) {
+			for spins := 1; ; spins++ {
+				n, err := p.rcq.Poll(wc)
+				if err != nil {
+					return fmt.Errorf("poll CQ failed: %w", err)
+				}
+				if n > 0 {
+					break
+				}
+				if spins%perfSpinCheck == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+			if wc[0].Status != verbs.WCSuccess {
+				return fmt.Errorf("completion with error at receive: status %s (%d), rcnt=%d", wc[0].Status, int(wc[0].Status), rcnt)
+			}
+			rcnt++
+			if rcnt+uint64(o.rxDepth) <= iters {
+				if err := p.qp.PostRecv(p.rwr); err != nil {
+					return fmt.Errorf("couldn't post recv: rcnt=%d: %w", rcnt, err)
+				}
+			}
+		}
+		if scnt < iters {
+			p.posted[scnt] = p.now()
+			scnt++
+			signaled := scnt%cqMod == 0 || scnt == iters
+			if signaled {
+				wr.Flags |= verbs.SendSignaled
+			}
+			if err := p.qp.PostSend(p.wr); err != nil {
+				return fmt.Errorf("couldn't post send: scnt=%d: %w", scnt, err)
+			}
+			if signaled {
+				if err := p.pollOne(ctx, wc, scnt, scnt); err != nil {
+					return err
+				}
+				wr.Flags &^= verbs.SendSignaled
+			}
+		}
+	}
+	return nil
+}
+
 // cacheLineSize is get_cache_line_size: sysfs's coherency line size, 64
 // when unknown.
 func cacheLineSize() int {
@@ -750,6 +987,9 @@ func (p *perf) close() error {
 	}
 	if p.cq != nil {
 		errs = append(errs, p.cq.Close())
+	}
+	if p.rcq != nil {
+		errs = append(errs, p.rcq.Close())
 	}
 	if p.mr != nil {
 		errs = append(errs, p.mr.Close())
