@@ -43,7 +43,11 @@ type rpmaFault struct {
 
 // rdmaBudget is the retry budget of a QP whose work requests consume no
 // receive (RDMA WRITE and READ never draw an RNR NAK): the first try and
-// RetryCnt retries, each ending in an ACK timeout.
+// RetryCnt retries, each ending in an ACK timeout. rpma's QPs have
+// librpma's retry_cnt 7, which rxe never counts down (faults_test.go): the
+// budget asserted is the spec's, and the faults here must not outlast it
+// (b's link is down for 2 s of 4.3); against a powered-off peer rxe would
+// retry such a QP's work requests forever.
 func (c qpConfig) rdmaBudget() time.Duration {
 	return time.Duration(c.RetryCnt+1) * c.ackTimeout()
 }
