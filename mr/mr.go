@@ -76,15 +76,15 @@ func Alloc(size int) (*Buffer, error) {
 	return &Buffer{b: b[:size:n]}, nil
 }
 
-// Bytes returns the buffer's memory; nil after Free.
+// Bytes returns the buffer's memory; nil after Close.
 func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b
 }
 
-// Free unmaps the buffer. It must not be registered any more.
-func (b *Buffer) Free() error {
+// Close unmaps the buffer. It must not be registered any more.
+func (b *Buffer) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.b == nil {
@@ -119,7 +119,7 @@ func New(pd *verbs.PD, size int, access Access) (*MR, error) {
 	}
 	m, err := Register(pd, buf.Bytes(), access)
 	if err != nil {
-		buf.Free()
+		buf.Close()
 		return nil, err
 	}
 	m.owned = buf
@@ -249,7 +249,7 @@ func (m *MR) Close() error {
 	}
 	m.mem = nil
 	if m.owned != nil {
-		return m.owned.Free()
+		return m.owned.Close()
 	}
 	return nil
 }

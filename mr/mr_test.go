@@ -26,11 +26,11 @@ func TestAllocBuffer(t *testing.T) {
 		t.Fatalf("len %d cap %d addr %p", len(mem), cap(mem), &mem[0])
 	}
 	mem[4999] = 1
-	if err := b.Free(); err != nil {
+	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if b.Bytes() != nil || b.Free() != nil {
-		t.Fatal("Free twice")
+	if b.Bytes() != nil || b.Close() != nil {
+		t.Fatal("Close twice")
 	}
 	if _, err := mr.Alloc(0); err == nil {
 		t.Fatal("Alloc(0) succeeded")

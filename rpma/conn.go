@@ -232,15 +232,15 @@ func (ep *Endpoint) NextConnReq(ctx context.Context, cfg *ConnCfg) (*ConnReq, er
 	}
 	r := &ConnReq{peer: ep.peer, ch: ch, id: id, cfg: cfg, pdata: ev.Conn.PrivateData}
 	if err := r.build(); err != nil {
-		r.Delete()
+		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// Shutdown stops listening (rpma_ep_shutdown). Connections made through
-// the endpoint stay up.
-func (ep *Endpoint) Shutdown() error {
+// Close stops listening (librpma's rpma_ep_shutdown). Connections made
+// through the endpoint stay up.
+func (ep *Endpoint) Close() error {
 	if ep == nil {
 		return nil
 	}
@@ -296,7 +296,7 @@ func (p *Peer) NewConnReq(ctx context.Context, addr, port string, cfg *ConnCfg) 
 	}
 	r := &ConnReq{peer: p, ch: ch, id: id, cfg: cfg, active: true}
 	if err := r.build(); err != nil {
-		r.Delete()
+		r.Close()
 		return nil, err
 	}
 	return r, nil
@@ -368,7 +368,7 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 		return nil, ErrInval
 	}
 	if pdata != nil && len(pdata) == 0 {
-		r.Delete()
+		r.Close()
 		return nil, inval("rpma: empty private data")
 	}
 	param := cm.ConnParam{PrivateData: pdata, ResponderResources: cm.MaxRDAtomic, InitiatorDepth: cm.MaxRDAtomic,
@@ -377,7 +377,7 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 		nativeFlush: r.peer.useNativeFlush, nativeAtomicWrite: r.peer.nativeAtomicWrite}
 	raw, err := mr.New(r.peer.pd, 8, mr.LocalWrite)
 	if err != nil {
-		r.Delete()
+		r.Close()
 		return nil, provider(err)
 	}
 	c.raw = raw
@@ -392,12 +392,12 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 		case errors.Is(err, cm.ErrUnreachable):
 			c.first = ConnUnreachable
 		default:
-			c.Delete()
+			c.Close()
 			return nil, provider(err)
 		}
 	} else {
 		if err := r.id.Accept(ctx, param); err != nil {
-			c.Delete()
+			c.Close()
 			return nil, provider(err)
 		}
 		c.pdata = r.pdata
@@ -406,9 +406,9 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 	return c, nil
 }
 
-// Delete drops the request (rpma_conn_req_delete): an incoming one is
-// rejected.
-func (r *ConnReq) Delete() error {
+// Close drops the request (librpma's rpma_conn_req_delete): an incoming
+// one is rejected.
+func (r *ConnReq) Close() error {
 	if r == nil {
 		return nil
 	}
@@ -557,8 +557,9 @@ func (c *Conn) Disconnect() error {
 	return wrap(ErrProvider, c.id.Disconnect())
 }
 
-// Delete frees the connection (rpma_conn_delete).
-func (c *Conn) Delete() error {
+// Close frees the connection (librpma's rpma_conn_delete). Disconnect
+// first for an orderly shutdown.
+func (c *Conn) Close() error {
 	if c == nil {
 		return nil
 	}

@@ -29,7 +29,7 @@ func Example_writeAndFlush() {
 	}
 	defer peer.Close()
 	buf, _ := mr.Alloc(4096)
-	defer buf.Free()
+	defer buf.Close()
 	src, err := peer.RegisterMR(buf.Bytes(), rpma.UsageWriteSrc)
 	if err != nil {
 		log.Fatal(err)
@@ -44,7 +44,7 @@ func Example_writeAndFlush() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer conn.Delete()
+	defer conn.Close()
 	if ev, err := conn.NextEvent(ctx); err != nil || ev != rpma.ConnEstablished {
 		log.Fatalf("%v %v", ev, err)
 	}
@@ -97,7 +97,7 @@ func Example_srqServer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ep.Shutdown()
+	defer ep.Close()
 	cfg := rpma.NewConnCfg()
 	cfg.SRQ = srq
 	conns := map[uint32]*rpma.Conn{}

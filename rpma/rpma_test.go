@@ -47,7 +47,7 @@ func alloc(t *testing.T, p *rpma.Peer, size int, usage rpma.Usage) *rpma.LocalMR
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close(); buf.Free() })
+	t.Cleanup(func() { m.Close(); buf.Close() })
 	return m
 }
 
@@ -72,7 +72,7 @@ func connectPeers(t *testing.T, srvP, p *rpma.Peer, srvCfg, cliCfg *rpma.ConnCfg
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ep.Shutdown() })
+	t.Cleanup(func() { ep.Close() })
 	type res struct {
 		c   *rpma.Conn
 		err error
@@ -110,7 +110,7 @@ func connectPeers(t *testing.T, srvP, p *rpma.Peer, srvCfg, cliCfg *rpma.ConnCfg
 			t.Fatalf("first event %v %v", ev, err)
 		}
 	}
-	t.Cleanup(func() { cli.Delete(); r.c.Delete() })
+	t.Cleanup(func() { cli.Close(); r.c.Close() })
 	return pair{srv: r.c, cli: cli}
 }
 
@@ -178,10 +178,10 @@ func TestRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ep.Shutdown()
+	defer ep.Close()
 	go func() {
 		if req, err := ep.NextConnReq(tctx(t), nil); err == nil {
-			req.Delete()
+			req.Close()
 		}
 	}()
 	req, err := p.NewConnReq(tctx(t), testutil.Addr(t), ep.Port(), nil)
@@ -192,7 +192,7 @@ func TestRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Delete()
+	defer c.Close()
 	if ev, err := c.NextEvent(tctx(t)); err != nil || ev != rpma.ConnRejected {
 		t.Fatalf("deleted request: %v %v", ev, err)
 	}
@@ -208,7 +208,7 @@ func TestRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Delete()
+	defer c2.Close()
 	if ev, _ := c2.NextEvent(tctx(t)); ev != rpma.ConnRejected {
 		t.Fatalf("no listener: %v", ev)
 	}

@@ -560,7 +560,7 @@ func (pp *pingpong) close() error {
 	if pp.buf != nil && ctxClosed {
 		// Only once nothing has it registered: closing the context
 		// deregisters whatever MR is left.
-		pp.buf.Free()
+		pp.buf.Close()
 	}
 	return first
 }

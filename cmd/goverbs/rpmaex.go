@@ -250,7 +250,7 @@ func (e *rpxEnv) mem(size int) ([]byte, error) {
 	if err != nil {
 		return nil, e.fail("malloc_aligned", err)
 	}
-	e.atExit(func() { b.Free() })
+	e.atExit(func() { b.Close() })
 	return b.Bytes()[:size], nil
 }
 
@@ -270,7 +270,7 @@ func (e *rpxEnv) listen(p *rpma.Peer) (*rpma.Endpoint, error) {
 	if err != nil {
 		return nil, e.fail("rpma_ep_listen", err)
 	}
-	e.atExit(func() { ep.Shutdown() })
+	e.atExit(func() { ep.Close() })
 	return ep, nil
 }
 
@@ -283,7 +283,7 @@ func (e *rpxEnv) keep(conn *rpma.Conn) {
 		e.mu.Unlock()
 		if !done {
 			conn.Disconnect()
-			conn.Delete()
+			conn.Close()
 		}
 	})
 }
@@ -300,7 +300,7 @@ func (e *rpxEnv) deleteConn(conn *rpma.Conn) error {
 	if done {
 		return nil
 	}
-	return conn.Delete()
+	return conn.Close()
 }
 
 // nextEvent waits for the connection's next event (rpma_conn_next_event).

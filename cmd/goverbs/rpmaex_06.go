@@ -166,7 +166,7 @@ func rpx06Server(e *rpxEnv, scch bool) error {
 	for i, conn := range s.slots {
 		if conn != nil {
 			conn.Disconnect()
-			conn.Delete()
+			conn.Close()
 			s.slots[i] = nil
 		}
 	}
@@ -184,7 +184,7 @@ func (s *rpx06Srv) incoming(ep *rpma.Endpoint, cfg *rpma.ConnCfg) {
 		req, err := ep.NextConnReq(s.ctx, cfg)
 		if s.ctx.Err() != nil {
 			if err == nil {
-				req.Delete()
+				req.Close()
 			}
 			return
 		}
@@ -203,7 +203,7 @@ func (s *rpx06Srv) incoming(ep *rpma.Endpoint, cfg *rpma.ConnCfg) {
 		}
 		s.mu.Unlock()
 		if slot < 0 {
-			req.Delete() // no room: rejected
+			req.Close() // no room: rejected
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, rpxOpTimeout)
@@ -261,7 +261,7 @@ func (s *rpx06Srv) client(slot int, conn *rpma.Conn) {
 		s.mu.Lock()
 		s.slots[slot] = nil
 		s.mu.Unlock()
-		conn.Delete()
+		conn.Close()
 		return
 	}
 }

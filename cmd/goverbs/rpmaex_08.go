@@ -141,7 +141,7 @@ func rpx08Server(e *rpxEnv) error {
 	}
 	// The first message of the client may come as soon as it connects.
 	if err := req.Recv(b.recvMR, 0, rpxMsgSize, rpxRecvCtx); err != nil {
-		req.Delete()
+		req.Close()
 		return e.fail("rpma_conn_req_recv", err)
 	}
 	conn, err := e.connect(req, nil)

@@ -190,7 +190,7 @@ func rpx09Server(e *rpxEnv, scch bool) error {
 		return err
 	}
 	if err := req.Recv(msgMR, rpx09RecvOff, rpx09MsgSizeMax, 0); err != nil {
-		req.Delete()
+		req.Close()
 		return e.fail("rpma_conn_req_recv", err)
 	}
 	conn, err := e.connect(req, data.bytes())

@@ -87,7 +87,7 @@ func rpx10Server(e *rpxEnv) error {
 		return err
 	}
 	if err := req.Recv(recvMR, 0, rpxKilobyte, 0); err != nil {
-		req.Delete()
+		req.Close()
 		return e.fail("rpma_conn_req_recv", err)
 	}
 	conn, err := e.connect(req, nil)
@@ -198,7 +198,7 @@ func rpx11Server(e *rpxEnv) error {
 	}
 	// The write with immediate consumes a receive.
 	if err := req.Recv(recvMR, 0, 1, 0); err != nil {
-		req.Delete()
+		req.Close()
 		return e.fail("rpma_conn_req_recv", err)
 	}
 	conn, err := e.connect(req, data.bytes())

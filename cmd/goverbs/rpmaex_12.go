@@ -66,7 +66,7 @@ func rpx12Server(e *rpxEnv, scch bool) error {
 		return err
 	}
 	if err := req.Recv(b.recvMR, 0, rpxMsgSize, rpxRecvCtx); err != nil {
-		req.Delete()
+		req.Close()
 		return e.fail("rpma_conn_req_recv", err)
 	}
 	conn, err := e.connect(req, nil)

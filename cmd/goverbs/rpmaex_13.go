@@ -86,13 +86,13 @@ func rpx13Server(e *rpxEnv) error {
 		slot := len(conns)
 		if slot == rpx13ClientMax {
 			e.eprintf("No free slot for a new connection request.\n")
-			req.Delete()
+			req.Close()
 			return rpxExit(-1)
 		}
 		// The first message of the client may come as soon as it
 		// connects.
 		if err := srq.Recv(b.recvMR, uint64(slot*rpxMsgSize), rpxMsgSize, uint64(slot)); err != nil {
-			req.Delete()
+			req.Close()
 			return e.fail("rpma_srq_recv", err)
 		}
 		conn, err := e.connect(req, nil)

@@ -101,7 +101,7 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Free()
+	defer src.Close()
 	lmr, err := peer.RegisterMR(src.Bytes(), rpma.UsageWriteSrc)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 	deleted := false
 	defer func() {
 		if !deleted {
-			conn.Delete()
+			conn.Close()
 		}
 	}()
 	if ev, err := conn.NextEvent(ctx); err != nil || ev != rpma.ConnEstablished {
@@ -412,7 +412,7 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 
 	stopWatcher()
 	deleted = true
-	if err := conn.Delete(); err != nil {
+	if err := conn.Close(); err != nil {
 		t.Errorf("delete connection: %v", err)
 	}
 	if err := lmr.Close(); err != nil {
@@ -424,7 +424,7 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 	if err := vctx.Close(); err != nil {
 		t.Errorf("close context: %v", err)
 	}
-	if err := src.Free(); err != nil {
+	if err := src.Close(); err != nil {
 		t.Errorf("free: %v", err)
 	}
 	c.c.Close()
@@ -543,7 +543,7 @@ func rpmaRespond(c *ctl, su setup, mem []byte) (err error) {
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, ep.Shutdown)
+	closers = append(closers, ep.Close)
 	if err := c.send(report{}); err != nil {
 		return err
 	}
@@ -555,7 +555,7 @@ func rpmaRespond(c *ctl, su setup, mem []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	closers = append(closers, conn.Delete)
+	closers = append(closers, conn.Close)
 	if ev, err := conn.NextEvent(ctx); err != nil || ev != rpma.ConnEstablished {
 		return fmt.Errorf("first connection event: %v %v, want %v", ev, err, rpma.ConnEstablished)
 	}

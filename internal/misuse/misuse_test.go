@@ -133,7 +133,7 @@ func checkClosed(t *testing.T, obj any) {
 		case o.panic != nil:
 			t.Errorf("%T.%s on a closed object panicked: %v", obj, m.Name, o.panic)
 		case !o.hasErr:
-		case m.Name == "Close" || m.Name == "Delete" || m.Name == "Shutdown" || m.Name == "Free":
+		case m.Name == "Close":
 			if o.err != nil && !closedOK(obj, o.err) {
 				t.Errorf("%T.%s a second time: %v; want nil or the closed error", obj, m.Name, o.err)
 			}
@@ -268,7 +268,7 @@ func TestClosedObjects(t *testing.T) {
 		{"AH", o.ah, o.ah.Close},
 		{"MW", o.mw, o.mw.Close},
 		{"MR", o.m, o.m.Close},
-		{"Buffer", o.buf, o.buf.Free},
+		{"Buffer", o.buf, o.buf.Close},
 		{"CompChannel", o.ch, o.ch.Close},
 		{"PD", o.pd, o.pd.Close},
 		{"Context", o.ctx, o.ctx.Close},
