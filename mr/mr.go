@@ -237,9 +237,6 @@ func (m *MR) Handle() uint32 { return m.handle }
 // PD returns the protection domain of the MR.
 func (m *MR) PD() *verbs.PD { return m.pd }
 
-// Check returns ErrClosed after Close.
-func (m *MR) Check() error { return m.check() }
-
 // Close deregisters the MR and, for an MR made by New, unmaps its memory.
 func (m *MR) Close() error {
 	m.mu.Lock()

@@ -151,7 +151,7 @@ func TestPDBusyWhileMRRegistered(t *testing.T) {
 	if _, err := mr.New(p, 4096, mr.LocalWrite); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("register in a closed PD: %v", err)
 	}
-	if err := m.Check(); !errors.Is(err, verbs.ErrClosed) {
+	if err := mr.CheckMR(m); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("Check of a closed MR: %v", err)
 	}
 }

@@ -195,7 +195,7 @@ func checkBind(w *MW, m *MR, addr, length uint64, access Access) error {
 		}
 		return nil
 	}
-	if err := m.Check(); err != nil {
+	if err := m.check(); err != nil {
 		return err
 	}
 	switch {
@@ -224,9 +224,6 @@ func checkBind(w *MW, m *MR, addr, length uint64, access Access) error {
 func (w *MW) InvalidateWR(wrid uint64, flags verbs.SendFlags) verbs.SendWR {
 	return verbs.SendWR{WRID: wrid, Opcode: verbs.WRLocalInv, Flags: flags, InvalidateRKey: w.RKey()}
 }
-
-// Check returns ErrClosed after Close.
-func (w *MW) Check() error { return w.check() }
 
 // Close deallocates the window; its rkey stops working.
 func (w *MW) Close() error {

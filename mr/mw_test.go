@@ -347,11 +347,11 @@ func TestMemoryWindowQPClose(t *testing.T) {
 	if err := b.p.B.QP.Close(); err != nil {
 		t.Fatalf("closing the QP a window is bound through: %v", err)
 	}
-	if held.Check() == nil {
+	if mr.CheckMW(held) == nil {
 		t.Error("the window held by the closed QP is still open")
 	}
 	for _, w := range []*mr.MW{freed, one, elsewhere} {
-		if err := w.Check(); err != nil {
+		if err := mr.CheckMW(w); err != nil {
 			t.Errorf("%v window: %v", w.Type(), err)
 		}
 	}

@@ -166,8 +166,8 @@ func (s *SRQ) UserHandle() uint64 { return s.track }
 // PD returns the protection domain of the SRQ.
 func (s *SRQ) PD() *verbs.PD { return s.pd }
 
-// Check returns ErrClosed after Close.
-func (s *SRQ) Check() error {
+// check returns ErrClosed after Close.
+func (s *SRQ) check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -255,7 +255,7 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 
 // Query returns the SRQ's attributes as the kernel reports them.
 func (s *SRQ) Query() (Attr, error) {
-	if err := s.Check(); err != nil {
+	if err := s.check(); err != nil {
 		return Attr{}, err
 	}
 	ctx := s.pd.Context()
