@@ -346,7 +346,7 @@ func (c *CQ) waitContext(ctx context.Context) context.Context {
 // channel in arrival order.
 func readEvents(ctx context.Context, ch *verbs.CompChannel) error {
 	var handles [16]uint64
-	n, err := ch.Wait(ctx, handles[:])
+	n, err := kobj.ChannelOf(ch).Wait(ctx, handles[:])
 	if err != nil {
 		return fmt.Errorf("cq: wait: %w", err)
 	}

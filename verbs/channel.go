@@ -1,12 +1,9 @@
 package verbs
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/pollfd"
@@ -15,8 +12,9 @@ import (
 
 // CompChannel is a completion channel: an fd on which the kernel queues one
 // event each time an armed CQ bound to it gets a completion. Several CQs may
-// share a channel. The fd sits on Go's netpoller; FD exposes its number for
-// epoll users.
+// share a channel. Wait for its events with cq.WaitChannel (or a CQ's
+// Wait), which hand each event to its CQ. The fd sits on Go's netpoller;
+// FD exposes its number for epoll users.
 type CompChannel struct {
 	ctx   *Context
 	k     kobj.Channel // the fd, and events read but not yet claimed
@@ -61,43 +59,6 @@ func (ch *CompChannel) Context() *Context { return ch.ctx }
 // applications that multiplex it with epoll (it is non-blocking and
 // readable when an event is queued).
 func (ch *CompChannel) FD() int { return ch.k.FD.Int() }
-
-// Wait blocks until at least one completion event is queued, then reads
-// events until the fd is drained or handles is full, storing the user
-// handle of each event's CQ (cq.CQ.UserHandle). It
-// returns how many it stored, or ctx.Err() when ctx ends the wait.
-//
-// Each event is one notification of an armed CQ: re-arm the CQ (ReqNotify)
-// before polling it again, or completions that arrive meanwhile notify
-// nobody. Reading drains the fd completely unless handles fills up, so
-// nothing is left behind for an edge-triggered poller to miss.
-func (ch *CompChannel) Wait(ctx context.Context, handles []uint64) (int, error) {
-	if len(handles) == 0 {
-		// A closed channel says so first, whatever the arguments.
-		if err := ch.k.FD.Raw(func(int) error { return nil }); err != nil {
-			return 0, fmt.Errorf("verbs: completion channel wait: %w", err)
-		}
-		return 0, fmt.Errorf("verbs: completion channel wait: no room for events: %w", unix.EINVAL)
-	}
-	var d uverbs.CompEventDesc
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(&d)), unsafe.Sizeof(d))
-	n, err := ch.k.FD.Read(ctx, buf)
-	if err != nil {
-		return 0, fmt.Errorf("verbs: completion channel wait: %w", err)
-	}
-	count := 0
-	for n == len(buf) {
-		handles[count] = d.Handle
-		count++
-		if count == len(handles) {
-			break
-		}
-		if n, err = ch.k.FD.TryRead(buf); err != nil {
-			return count, fmt.Errorf("verbs: completion channel read: %w", err)
-		}
-	}
-	return count, nil
-}
 
 // Close closes the channel. CQs bound to it keep the kernel object alive
 // until they are destroyed.

@@ -49,7 +49,7 @@ type DeviceAttr struct {
 	MaxQPWR               int
 	DeviceCapFlags        uint32 // IB_DEVICE_* (low 32 bits)
 	MaxSGE                int
-	MaxSGERd              int
+	MaxSGERD              int
 	MaxCQ                 int
 	MaxCQE                int
 	MaxMR                 int
@@ -222,7 +222,7 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 		MaxMRSize:    b.Max_mr_size, PageSizeCap: b.Page_size_cap,
 		VendorID: b.Vendor_id, VendorPartID: b.Vendor_part_id, HWVersion: b.Hw_ver,
 		MaxQP: int(b.Max_qp), MaxQPWR: int(b.Max_qp_wr), DeviceCapFlags: b.Device_cap_flags,
-		MaxSGE: int(b.Max_sge), MaxSGERd: int(b.Max_sge_rd), MaxCQ: int(b.Max_cq), MaxCQE: int(b.Max_cqe),
+		MaxSGE: int(b.Max_sge), MaxSGERD: int(b.Max_sge_rd), MaxCQ: int(b.Max_cq), MaxCQE: int(b.Max_cqe),
 		MaxMR: int(b.Max_mr), MaxPD: int(b.Max_pd), MaxQPRdAtom: int(b.Max_qp_rd_atom),
 		MaxEERdAtom: int(b.Max_ee_rd_atom), MaxResRdAtom: int(b.Max_res_rd_atom),
 		MaxQPInitRdAtom: int(b.Max_qp_init_rd_atom), MaxEEInitRdAtom: int(b.Max_ee_init_rd_atom),

@@ -322,3 +322,70 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("32-byte QUERY_PORT response: %v, want EINVAL", err)
 	}
 }
+
+// TestObjectAccessors checks what the public objects tell about
+// themselves: their parents, kernel handles and descriptor numbers.
+func TestObjectAccessors(t *testing.T) {
+	dev := testutil.Device(t)
+	ctx := testutil.Open(t)
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	if pd.Context() != ctx {
+		t.Error("PD.Context is not the context it was allocated on")
+	}
+	pd2, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd2.Close()
+	if pd.Handle() == pd2.Handle() {
+		t.Errorf("two PDs share the kernel handle %d", pd.Handle())
+	}
+	ch, err := ctx.NewCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Context() != ctx {
+		t.Error("CompChannel.Context is not the context it was created on")
+	}
+	if ch.FD() < 0 || ctx.AsyncFD() < 0 || ch.FD() == ctx.AsyncFD() {
+		t.Errorf("descriptor numbers: channel %d, async events %d", ch.FD(), ctx.AsyncFD())
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ch.FD() != -1 {
+		t.Errorf("CompChannel.FD after Close: %d, want -1", ch.FD())
+	}
+	// An opcode that needs no capability passes on every device; FLUSH
+	// passes exactly when the device reports the placement type.
+	if err := ctx.CheckWR(verbs.WRRDMAWrite, 0); err != nil {
+		t.Errorf("CheckWR(RDMA WRITE): %v", err)
+	}
+	caps, err := ctx.CapFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ctx.CheckWR(verbs.WRFlush, verbs.FlushGlobal)
+	if have := caps&verbs.DeviceCapFlushGlobal != 0; have != (err == nil) || (err != nil && !errors.Is(err, verbs.ErrNotCapable)) {
+		t.Errorf("CheckWR(FLUSH global) with the capability %v: %v", have, err)
+	}
+
+	attr, err := ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.SkipUnlessCap(t, attr.MaxAH > 0 && dev.NodeType.Transport() != verbs.TransportIWARP,
+		"address handles (max_ah > 0 on an IB/RoCE device)")
+	ah, err := pd.CreateAH(func() *verbs.AHAttr { a := testutil.Path(t, ctx); return &a }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	if ah.PD() != pd {
+		t.Error("AH.PD is not the PD it was created in")
+	}
+}

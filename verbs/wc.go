@@ -28,7 +28,7 @@ const (
 	WCRetryExcErr
 	WCRNRRetryExcErr
 	WCLocRDDViolErr
-	WCRemInvRdReqErr
+	WCRemInvRDReqErr
 	WCRemAbortErr
 	WCInvEECNErr
 	WCInvEECStateErr

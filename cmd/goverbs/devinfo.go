@@ -177,7 +177,7 @@ func printVerboseDevice(p func(string, ...any), a *verbs.DeviceAttr, numCompVect
 	p("\tdevice_cap_flags:\t\t0x%08x\n", a.DeviceCapFlags)
 	printFlags(p, uint64(a.DeviceCapFlags), deviceCapNames, "%X")
 	p("\tmax_sge:\t\t\t%d\n", a.MaxSGE)
-	p("\tmax_sge_rd:\t\t\t%d\n", a.MaxSGERd)
+	p("\tmax_sge_rd:\t\t\t%d\n", a.MaxSGERD)
 	p("\tmax_cq:\t\t\t\t%d\n", a.MaxCQ)
 	p("\tmax_cqe:\t\t\t%d\n", a.MaxCQE)
 	p("\tmax_mr:\t\t\t\t%d\n", a.MaxMR)

@@ -17,9 +17,14 @@
 package kobj
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/pollfd"
 	"github.com/goverbs/goverbs/uverbs"
@@ -234,4 +239,41 @@ func (ch *Channel) Take(match func(handle uint64) bool) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Wait blocks until at least one completion event is queued, then reads
+// events until the fd is drained or handles is full, storing the user
+// handle of each event's CQ (the handle Context.Track returned for it). It
+// returns how many it stored, or ctx.Err() when ctx ends the wait.
+//
+// Each event is one notification of an armed CQ: re-arm the CQ (ReqNotify)
+// before polling it again, or completions that arrive meanwhile notify
+// nobody. Reading drains the fd completely unless handles fills up, so
+// nothing is left behind for an edge-triggered poller to miss.
+func (ch *Channel) Wait(ctx context.Context, handles []uint64) (int, error) {
+	if len(handles) == 0 {
+		// A closed channel says so first, whatever the arguments.
+		if err := ch.FD.Raw(func(int) error { return nil }); err != nil {
+			return 0, fmt.Errorf("completion channel wait: %w", err)
+		}
+		return 0, fmt.Errorf("completion channel wait: no room for events: %w", unix.EINVAL)
+	}
+	var d uverbs.CompEventDesc
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&d)), unsafe.Sizeof(d))
+	n, err := ch.FD.Read(ctx, buf)
+	if err != nil {
+		return 0, fmt.Errorf("completion channel wait: %w", err)
+	}
+	count := 0
+	for n == len(buf) {
+		handles[count] = d.Handle
+		count++
+		if count == len(handles) {
+			break
+		}
+		if n, err = ch.FD.TryRead(buf); err != nil {
+			return count, fmt.Errorf("completion channel read: %w", err)
+		}
+	}
+	return count, nil
 }
