@@ -470,7 +470,7 @@ func (id *ID) InitQPAttr(state qp.State) (*qp.Attr, qp.AttrMask, error) {
 		QKey: resp.Qkey, RQPSN: resp.Rq_psn, SQPSN: resp.Sq_psn, DestQPN: resp.Dest_qp_num,
 		PkeyIndex: resp.Pkey_index, Port: resp.Port_num, Path: ahAttr(&resp.Ah_attr),
 		Timeout: resp.Timeout, RetryCnt: resp.Retry_cnt, RNRRetry: resp.Rnr_retry, MinRNRTimer: resp.Min_rnr_timer,
-		MaxRdAtomic: resp.Max_rd_atomic, MaxDestRdAtomic: resp.Max_dest_rd_atomic,
+		MaxRDAtomic: resp.Max_rd_atomic, MaxDestRDAtomic: resp.Max_dest_rd_atomic,
 	}
 	a.Access = mr.Access(resp.Qp_access_flags)
 	return a, qp.AttrMask(resp.Qp_attr_mask), nil
@@ -503,14 +503,14 @@ func (id *ID) readyQP(p *ConnParam) error {
 	}
 	if err := id.modifyQP(qp.RTR, func(a *qp.Attr, m *qp.AttrMask) {
 		if p.ResponderResources != 0 {
-			a.MaxDestRdAtomic = p.ResponderResources
+			a.MaxDestRDAtomic = p.ResponderResources
 		}
 	}); err != nil {
 		return err
 	}
 	return id.modifyQP(qp.RTS, func(a *qp.Attr, m *qp.AttrMask) {
 		if p.InitiatorDepth != 0 {
-			a.MaxRdAtomic = p.InitiatorDepth
+			a.MaxRDAtomic = p.InitiatorDepth
 		}
 	})
 }
@@ -560,8 +560,8 @@ func (id *ID) defaults(p *ConnParam, accept bool) error {
 	if err != nil {
 		return err
 	}
-	p.ResponderResources = uint8(min(int(p.ResponderResources), a.MaxQPRdAtom, 255))
-	p.InitiatorDepth = uint8(min(int(p.InitiatorDepth), a.MaxQPInitRdAtom, 255))
+	p.ResponderResources = uint8(min(int(p.ResponderResources), a.MaxQPRDAtomic, 255))
+	p.InitiatorDepth = uint8(min(int(p.InitiatorDepth), a.MaxQPInitRDAtomic, 255))
 	return nil
 }
 

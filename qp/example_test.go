@@ -35,10 +35,10 @@ func Example() {
 		log.Fatal(err)
 	}
 	if err := q.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peerQPN, RQPSN: peerPSN,
-		MaxDestRdAtomic: 1, MinRNRTimer: 12}); err != nil {
+		MaxDestRDAtomic: 1, MinRNRTimer: 12}); err != nil {
 		log.Fatal(err)
 	}
-	if err := q.ToRTS(qp.RTSAttr{SQPSN: 0x1234, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}); err != nil {
+	if err := q.ToRTS(qp.RTSAttr{SQPSN: 0x1234, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 1}); err != nil {
 		log.Fatal(err)
 	}
 

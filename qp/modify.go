@@ -30,11 +30,11 @@ const (
 	MaskRetryCnt         AttrMask = 1 << 10
 	MaskRNRRetry         AttrMask = 1 << 11
 	MaskRQPSN            AttrMask = 1 << 12
-	MaskMaxQPRdAtomic    AttrMask = 1 << 13
+	MaskMaxQPRDAtomic    AttrMask = 1 << 13
 	MaskAltPath          AttrMask = 1 << 14
 	MaskMinRNRTimer      AttrMask = 1 << 15
 	MaskSQPSN            AttrMask = 1 << 16
-	MaskMaxDestRdAtomic  AttrMask = 1 << 17
+	MaskMaxDestRDAtomic  AttrMask = 1 << 17
 	MaskPathMigState     AttrMask = 1 << 18
 	MaskCap              AttrMask = 1 << 19
 	MaskDestQPN          AttrMask = 1 << 20
@@ -58,8 +58,8 @@ type Attr struct {
 	RetryCnt        uint8
 	RNRRetry        uint8
 	MinRNRTimer     uint8
-	MaxRdAtomic     uint8
-	MaxDestRdAtomic uint8
+	MaxRDAtomic     uint8
+	MaxDestRDAtomic uint8
 	Caps            Caps // Query only
 	SigAll          bool // Query only
 }
@@ -108,7 +108,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 		Qkey: attr.QKey, Rq_psn: attr.RQPSN, Sq_psn: attr.SQPSN, Dest_qp_num: attr.DestQPN,
 		Qp_access_flags: uint32(attr.Access), Pkey_index: attr.PkeyIndex,
 		Qp_state: uint8(attr.State), Cur_qp_state: uint8(attr.CurState), Path_mtu: uint8(attr.PathMTU),
-		Max_rd_atomic: attr.MaxRdAtomic, Max_dest_rd_atomic: attr.MaxDestRdAtomic,
+		Max_rd_atomic: attr.MaxRDAtomic, Max_dest_rd_atomic: attr.MaxDestRDAtomic,
 		Min_rnr_timer: attr.MinRNRTimer, Port_num: attr.Port, Timeout: attr.Timeout,
 		Retry_cnt: attr.RetryCnt, Rnr_retry: attr.RNRRetry,
 	}
@@ -155,7 +155,7 @@ type RTRAttr struct {
 	MTU             verbs.MTU    // path MTU, at most the port's active MTU
 	DestQPN         uint32       // the peer's QP number
 	RQPSN           uint32       // the peer's starting send PSN
-	MaxDestRdAtomic uint8        // RC: RDMA reads and atomics the peer may have outstanding here
+	MaxDestRDAtomic uint8        // RC: RDMA reads and atomics the peer may have outstanding here
 	MinRNRTimer     uint8        // RC: the RNR NAK delay code sent to the peer
 }
 
@@ -173,8 +173,8 @@ func (q *QP) ToRTR(a RTRAttr) error {
 		attr.Path, attr.PathMTU, attr.DestQPN, attr.RQPSN = a.Path, a.MTU, a.DestQPN, a.RQPSN
 		mask |= MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN
 		if q.typ == RC {
-			attr.MaxDestRdAtomic, attr.MinRNRTimer = a.MaxDestRdAtomic, a.MinRNRTimer
-			mask |= MaskMaxDestRdAtomic | MaskMinRNRTimer
+			attr.MaxDestRDAtomic, attr.MinRNRTimer = a.MaxDestRDAtomic, a.MinRNRTimer
+			mask |= MaskMaxDestRDAtomic | MaskMinRNRTimer
 		}
 	}
 	return q.Modify(&attr, mask)
@@ -186,7 +186,7 @@ type RTSAttr struct {
 	Timeout     uint8  // RC: ACK timeout, 4.096 µs × 2^Timeout
 	RetryCnt    uint8  // RC: transport retries
 	RNRRetry    uint8  // RC: RNR retries (7: infinite)
-	MaxRdAtomic uint8  // RC: RDMA reads and atomics we may have outstanding
+	MaxRDAtomic uint8  // RC: RDMA reads and atomics we may have outstanding
 }
 
 // ToRTS moves the QP from RTR to RTS (ready to send).
@@ -194,8 +194,8 @@ func (q *QP) ToRTS(a RTSAttr) error {
 	attr := Attr{State: RTS, SQPSN: a.SQPSN}
 	mask := MaskState | MaskSQPSN
 	if q.typ == RC {
-		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRdAtomic
-		mask |= MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic
+		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRDAtomic = a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRDAtomic
+		mask |= MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRDAtomic
 	}
 	return q.Modify(&attr, mask)
 }
@@ -236,7 +236,7 @@ func (q *QP) Query() (*Attr, error) {
 		QKey: resp.Qkey, RQPSN: resp.Rq_psn, SQPSN: resp.Sq_psn, DestQPN: resp.Dest_qp_num,
 		Access: mr.Access(resp.Qp_access_flags), PkeyIndex: resp.Pkey_index, Port: resp.Port_num,
 		Path: ahAttr(&resp.Dest), Timeout: resp.Timeout, RetryCnt: resp.Retry_cnt, RNRRetry: resp.Rnr_retry,
-		MinRNRTimer: resp.Min_rnr_timer, MaxRdAtomic: resp.Max_rd_atomic, MaxDestRdAtomic: resp.Max_dest_rd_atomic,
+		MinRNRTimer: resp.Min_rnr_timer, MaxRDAtomic: resp.Max_rd_atomic, MaxDestRDAtomic: resp.Max_dest_rd_atomic,
 		Caps: Caps{MaxSendWR: int(resp.Max_send_wr), MaxRecvWR: int(resp.Max_recv_wr), MaxSendSGE: int(resp.Max_send_sge),
 			MaxRecvSGE: int(resp.Max_recv_sge), MaxInlineData: int(resp.Max_inline_data)},
 		SigAll: resp.Sq_sig_all != 0,

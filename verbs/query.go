@@ -54,11 +54,11 @@ type DeviceAttr struct {
 	MaxCQE                int
 	MaxMR                 int
 	MaxPD                 int
-	MaxQPRdAtom           int
-	MaxEERdAtom           int
-	MaxResRdAtom          int
-	MaxQPInitRdAtom       int
-	MaxEEInitRdAtom       int
+	MaxQPRDAtomic         int
+	MaxEERDAtomic         int
+	MaxResRDAtomic        int
+	MaxQPInitRDAtomic     int
+	MaxEEInitRDAtomic     int
 	AtomicCap             AtomicCap
 	MaxEE                 int
 	MaxRDD                int
@@ -223,9 +223,9 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 		VendorID: b.Vendor_id, VendorPartID: b.Vendor_part_id, HWVersion: b.Hw_ver,
 		MaxQP: int(b.Max_qp), MaxQPWR: int(b.Max_qp_wr), DeviceCapFlags: b.Device_cap_flags,
 		MaxSGE: int(b.Max_sge), MaxSGERD: int(b.Max_sge_rd), MaxCQ: int(b.Max_cq), MaxCQE: int(b.Max_cqe),
-		MaxMR: int(b.Max_mr), MaxPD: int(b.Max_pd), MaxQPRdAtom: int(b.Max_qp_rd_atom),
-		MaxEERdAtom: int(b.Max_ee_rd_atom), MaxResRdAtom: int(b.Max_res_rd_atom),
-		MaxQPInitRdAtom: int(b.Max_qp_init_rd_atom), MaxEEInitRdAtom: int(b.Max_ee_init_rd_atom),
+		MaxMR: int(b.Max_mr), MaxPD: int(b.Max_pd), MaxQPRDAtomic: int(b.Max_qp_rd_atom),
+		MaxEERDAtomic: int(b.Max_ee_rd_atom), MaxResRDAtomic: int(b.Max_res_rd_atom),
+		MaxQPInitRDAtomic: int(b.Max_qp_init_rd_atom), MaxEEInitRDAtomic: int(b.Max_ee_init_rd_atom),
 		AtomicCap: AtomicCap(b.Atomic_cap), MaxEE: int(b.Max_ee), MaxRDD: int(b.Max_rdd), MaxMW: int(b.Max_mw),
 		MaxRawIPv6QP: int(b.Max_raw_ipv6_qp), MaxRawEthyQP: int(b.Max_raw_ethy_qp),
 		MaxMcastGrp: int(b.Max_mcast_grp), MaxMcastQPAttach: int(b.Max_mcast_qp_attach),

@@ -96,8 +96,8 @@ func newSide() side {
 
 func connect(s, peer side, psn, peerPSN uint32) {
 	must(s.qp.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer.qp.QPN(), RQPSN: peerPSN,
-		MaxDestRdAtomic: 4, MinRNRTimer: 1}))
-	must(s.qp.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}))
+		MaxDestRDAtomic: 4, MinRNRTimer: 1}))
+	must(s.qp.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4}))
 }
 
 func newPair() *pair {

@@ -201,8 +201,8 @@ func cmAcceptParam(id *cm.ID, req cm.Event) cm.ConnParam {
 		RetryCount: 7, RNRRetryCount: 7}
 	if dev := id.Context(); dev != nil {
 		if a, err := dev.QueryDevice(); err == nil {
-			p.ResponderResources = uint8(min(int(p.ResponderResources), a.MaxQPRdAtom))
-			p.InitiatorDepth = uint8(min(int(p.InitiatorDepth), a.MaxQPInitRdAtom))
+			p.ResponderResources = uint8(min(int(p.ResponderResources), a.MaxQPRDAtomic))
+			p.InitiatorDepth = uint8(min(int(p.InitiatorDepth), a.MaxQPInitRDAtomic))
 		}
 	}
 	return p

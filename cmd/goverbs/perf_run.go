@@ -256,7 +256,7 @@ func (p *perf) open() error {
 		if err != nil {
 			return fmt.Errorf("couldn't query device: %w", err)
 		}
-		p.outReads = attr.MaxQPRdAtom
+		p.outReads = attr.MaxQPRDAtomic
 		if o.outReads > 0 && o.outReads < p.outReads {
 			p.outReads = o.outReads
 		}
@@ -401,13 +401,13 @@ func (p *perf) connect() error {
 		path.GRH = verbs.GlobalRoute{DGID: verbs.GID(p.rem.GID), SGIDIndex: uint8(o.gidIndex), HopLimit: 0xff}
 	}
 	err := p.qp.ToRTR(qp.RTRAttr{Path: path, MTU: p.mtu, DestQPN: p.rem.QPN, RQPSN: p.rem.PSN,
-		MaxDestRdAtomic: uint8(p.my.OutReads), MinRNRTimer: perfMinRNRTimer})
+		MaxDestRDAtomic: uint8(p.my.OutReads), MinRNRTimer: perfMinRNRTimer})
 	if err != nil {
 		return fmt.Errorf("failed to modify QP %d to RTR: %w", p.qp.QPN(), err)
 	}
 	if o.test.lat || o.server != "" {
 		err = p.qp.ToRTS(qp.RTSAttr{SQPSN: p.my.PSN, Timeout: uint8(o.qpTimeout), RetryCnt: 7, RNRRetry: 7,
-			MaxRdAtomic: uint8(min(p.rem.OutReads, 255))})
+			MaxRDAtomic: uint8(min(p.rem.OutReads, 255))})
 		if err != nil {
 			return fmt.Errorf("failed to modify QP to RTS: %w", err)
 		}

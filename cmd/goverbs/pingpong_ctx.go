@@ -395,11 +395,11 @@ func (pp *pingpong) connect(my, rem []ppDest) error {
 	for i, q := range pp.qps {
 		// ibv_srq_pingpong takes the GID of the first line for all QPs.
 		err := q.ToRTR(qp.RTRAttr{Path: path(rem[i], rem[0].GID), MTU: o.mtu, DestQPN: rem[i].QPN,
-			RQPSN: rem[i].PSN, MaxDestRdAtomic: 1, MinRNRTimer: 12})
+			RQPSN: rem[i].PSN, MaxDestRDAtomic: 1, MinRNRTimer: 12})
 		if err != nil {
 			return ppFail(err, "Failed to modify %s to RTR", qpName(i))
 		}
-		err = q.ToRTS(qp.RTSAttr{SQPSN: my[i].PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1})
+		err = q.ToRTS(qp.RTSAttr{SQPSN: my[i].PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 1})
 		if err != nil {
 			return ppFail(err, "Failed to modify %s to RTS", qpName(i))
 		}

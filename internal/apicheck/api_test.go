@@ -46,6 +46,15 @@ var getters = map[string]string{
 	"rpma.GetIBVContext":      "rpma_utils_get_ibv_context",
 }
 
+// initialisms are written in one case in exported names (Go style:
+// QPN, not Qpn); a camel-case word equal to one of these spellings is
+// drift.
+var initialisms = []string{
+	"Rd", "Qp", "Qpn", "Cq", "Srq", "Mr", "Mw", "Pd", "Ah", "Gid", "Guid", "Mtu",
+	"Wr", "Wc", "Lid", "Psn", "Sge", "Rdma", "Ib", "Cm", "Ud", "Uc", "Rc", "Fd",
+	"Abi", "Iova", "Rkey", "Lkey",
+}
+
 // pkg is one parsed public package.
 type pkg struct {
 	path  string
@@ -292,6 +301,59 @@ func TestGetPrefix(t *testing.T) {
 	for n := range getters {
 		if !seen[n] {
 			t.Errorf("getters lists %s, which does not exist any more", n)
+		}
+	}
+}
+
+func TestInitialisms(t *testing.T) {
+	bad := map[string]bool{}
+	for _, s := range initialisms {
+		bad[s] = true
+	}
+	for _, p := range load(t) {
+		if p.path == "uverbs" {
+			continue // generated from the kernel's C names (Max_rd_atomic)
+		}
+		for _, n := range exported(p) {
+			for _, part := range strings.Split(n, ".") {
+				for _, w := range words(part) {
+					if bad[w] {
+						t.Errorf("%s.%s: write %q as %q", p.path, n, w, strings.ToUpper(w))
+					}
+				}
+			}
+		}
+	}
+}
+
+// words splits a camel-case identifier: "MaxQPRDAtomic" is Max, QPRD,
+// Atomic; "MaxQpRdAtom" is Max, Qp, Rd, Atom.
+func words(s string) []string {
+	var out []string
+	rs := []rune(s)
+	start := 0
+	for i := 1; i < len(rs); i++ {
+		lowerToUpper := unicode.IsLower(rs[i-1]) && unicode.IsUpper(rs[i])
+		upperRun := i+1 < len(rs) && unicode.IsUpper(rs[i-1]) && unicode.IsUpper(rs[i]) && unicode.IsLower(rs[i+1])
+		digit := unicode.IsDigit(rs[i]) != unicode.IsDigit(rs[i-1])
+		if lowerToUpper || upperRun || digit {
+			out = append(out, string(rs[start:i]))
+			start = i
+		}
+	}
+	return append(out, string(rs[start:]))
+}
+
+func TestWords(t *testing.T) {
+	for in, want := range map[string]string{
+		"MaxQPRDAtomic": "Max QPRD Atomic",
+		"MaxQpRdAtom":   "Max Qp Rd Atom",
+		"QPN":           "QPN",
+		"GetWC":         "Get WC",
+		"MWType2":       "MW Type 2",
+	} {
+		if got := strings.Join(words(in), " "); got != want {
+			t.Errorf("words(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -257,10 +257,10 @@ func (e *endpoint) init() error {
 func (e *endpoint) connect(c qpConfig, psn uint32, peer qpInfo) error {
 	path := verbs.AHAttr{IsGlobal: true, Port: 1, GRH: verbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(e.gidIdx), HopLimit: 64}}
 	if err := e.qp.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer.QPN, RQPSN: peer.PSN,
-		MaxDestRdAtomic: 16, MinRNRTimer: c.RNRTimer}); err != nil {
+		MaxDestRDAtomic: 16, MinRNRTimer: c.RNRTimer}); err != nil {
 		return err
 	}
-	return e.qp.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry, MaxRdAtomic: 16})
+	return e.qp.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry, MaxRDAtomic: 16})
 }
 
 func (e *endpoint) close() error { return e.ctx.Close() }

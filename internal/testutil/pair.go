@@ -188,10 +188,10 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 			t.Fatal(err)
 		}
 		if err := s.QP.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer.QP.QPN(), RQPSN: peerPSN,
-			MaxDestRdAtomic: 4, MinRNRTimer: 1}); err != nil {
+			MaxDestRDAtomic: 4, MinRNRTimer: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.QP.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: rnrRetry, MaxRdAtomic: 4}); err != nil {
+		if err := s.QP.ToRTS(qp.RTSAttr{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: rnrRetry, MaxRDAtomic: 4}); err != nil {
 			t.Fatal(err)
 		}
 	}
