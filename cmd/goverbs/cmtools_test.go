@@ -87,6 +87,21 @@ func TestCMGRHVersion(t *testing.T) {
 	}
 }
 
+// The stall watch reads /proc/net/tcp: established sockets of the port
+// with unread bytes, siw's kernel sockets among them.
+func TestCMUnreadSockets(t *testing.T) {
+	text := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 034DFEA9:1DCB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 100 0 0 10 0
+   1: 034DFEA9:C350 034DFEA9:1DCB 01 00000000:0000002C 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+   2: 034DFEA9:1DCB 034DFEA9:C350 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+   3: 034DFEA9:1DCC 034DFEA9:C351 01 00000000:00000010 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+`
+	got := cmUnreadIn(text, 7627)
+	if want := []string{"169.254.77.3:50000 -> 169.254.77.3:7627: 44 bytes"}; !cmp.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 // cmRpingData is what the C client puts in its buffer for ping n (the
 // oracle the tests check both implementations against).
 func cmRpingData(n, size int) string {
@@ -183,6 +198,10 @@ func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 		env = append(os.Environ(), envRunMain+"=1")
 	case "c":
 		argv = append([]string{testutil.LookPath(t, tool)}, args...)
+	case "c-lines":
+		// The C tool with line-buffered stdout (coreutils' stdbuf), so
+		// that what it printed can be read while it runs.
+		argv = append([]string{testutil.LookPath(t, "stdbuf"), "-oL", testutil.LookPath(t, tool)}, args...)
 	default:
 		t.Fatalf("bad impl %q", impl)
 	}
@@ -231,16 +250,79 @@ func cmListening(t *testing.T, ps string, port int) bool {
 // cmPair runs a server and then a client against it, and waits for both.
 // Until the server listens the client is started again when it fails
 // with the peer's rejection or unreachability.
+//
+// On iWARP it also tells two failures of siw (the kernel) from ours, and
+// runs the pair again after either, up to cmKernelTries times, saying so
+// (docs/providers.md, "siw: who sends first"):
+//   - ucmatose's server sends as soon as it is connected, which iWARP
+//     forbids to the passive side; when its first message reaches the
+//     client's socket before the client's siw has read the MPA reply, siw
+//     refuses the reply and the client's connection fails with
+//     CONNECT_ERROR -22 while the server, connected, has begun sending.
+//     With several connections (-c) the tool then waits for a disconnect
+//     that never comes, as rdma-core's does;
+//   - a stall: TCP delivered bytes to one of the pair's sockets and siw
+//     never reads them (the socket's receive queue stays non-empty while
+//     both programs wait). siw reads its sockets in the kernel, so bytes
+//     left there are siw's to read, whatever user space does.
+//
+// The watch kills the pair as soon as it sees either. Any other failure,
+// and a hang without either, fails the test.
 func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, srvArgs, cliArgs []string) (server, client *cmProc) {
 	t.Helper()
-	server = cmStart(t, srvImpl, tool, srvArgs...)
-	cmWaitListen(t, server, ps, port)
-	client = cmRunClient(t, server, tool, cliImpl, cliArgs)
-	if err := server.wait(); err != nil {
-		t.Fatalf("server failed: %v\n\nclient %v", server, client)
+	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP
+	if iwarp { // the watch reads what the programs print as they run
+		srvImpl, cliImpl = cmLineBuffered(srvImpl), cmLineBuffered(cliImpl)
 	}
-	return server, client
+	for try := 1; ; try++ {
+		server = cmStart(t, srvImpl, tool, srvArgs...)
+		cmWaitListen(t, server, ps, port)
+		var w *cmStallWatch
+		if iwarp {
+			w = cmWatchSiw(tool, port, server)
+		}
+		var err error
+		client, err = cmRunClientWatched(t, server, tool, cliImpl, cliArgs, w)
+		if err == nil {
+			err = server.wait()
+			if err != nil {
+				err = fmt.Errorf("server failed: %v\n\nclient %v", server, client)
+			}
+		}
+		why := ""
+		if w != nil {
+			w.stop()
+			if why = w.stalled(); why == "" && err != nil {
+				why = cmServerSentFirst(tool, server, client)
+			}
+		}
+		if err == nil {
+			return server, client
+		}
+		if why == "" || try == cmKernelTries {
+			if why != "" {
+				t.Logf("siw, attempt %d: %s", try, why)
+			}
+			t.Fatal(err)
+		}
+		t.Logf("siw, attempt %d: %s; running the pair again (docs/providers.md, siw: who sends first)", try, why)
+		server.cmd.Process.Kill()
+		server.wait()
+		client.cmd.Process.Kill()
+		client.wait()
+	}
 }
+
+func cmLineBuffered(impl string) string {
+	if impl == "c" {
+		return "c-lines"
+	}
+	return impl
+}
+
+// cmKernelTries bounds the runs of a pair that hits one of siw's
+// first-message failures (cmPair).
+const cmKernelTries = 5
 
 func cmWaitListen(t *testing.T, server *cmProc, ps string, port int) {
 	t.Helper()
@@ -260,23 +342,193 @@ func cmWaitListen(t *testing.T, server *cmProc, ps string, port int) {
 // ready yet, and fails the test if it fails.
 func cmRunClient(t *testing.T, server *cmProc, tool, impl string, args []string) *cmProc {
 	t.Helper()
+	client, err := cmRunClientWatched(t, server, tool, impl, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// cmRunClientWatched is cmRunClient returning the failure instead; w
+// (nil: none) is told of each client started, to kill it on a stall.
+func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []string, w *cmStallWatch) (*cmProc, error) {
+	t.Helper()
 	for try := 0; ; try++ {
 		client := cmStart(t, impl, tool, args...)
+		if w != nil {
+			w.add(client)
+		}
 		err := client.wait()
 		out := client.stdout.String() + client.stderr.String()
 		notYet := strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error 8") || strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error: 8") ||
 			strings.Contains(out, "RDMA_CM_EVENT_UNREACHABLE")
-		if err != nil && notYet && try < 20 && !server.exited() {
+		if err != nil && notYet && try < 20 && !server.exited() && (w == nil || w.stalled() == "") {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
 		if err != nil {
 			server.cmd.Process.Kill()
 			server.wait()
-			t.Fatalf("client failed: %v\n\nserver %v", client, server)
+			return client, fmt.Errorf("client failed: %v\n\nserver %v", client, server)
 		}
-		return client
+		return client, nil
 	}
+}
+
+// cmServerSentFirst returns why a ucmatose pair failed if it is siw's
+// refusal of the server's first message (see cmPair), or "".
+func cmServerSentFirst(tool string, server, client *cmProc) string {
+	if tool != "ucmatose" || client == nil || !strings.Contains(client.stdout.String(), "RDMA_CM_EVENT_CONNECT_ERROR, error: -22") ||
+		!strings.Contains(server.stdout.String(), "initiating data transfers") {
+		return ""
+	}
+	return "a client connection failed with CONNECT_ERROR -22 while the server, connected, was sending: " +
+		"the server's first message reached the client before its MPA reply was read, and siw refused the reply"
+}
+
+// cmStallWatch watches a pair on iWARP for siw's failures (cmPair): a
+// ucmatose client's connection refused because the server sent first,
+// and bytes TCP delivered to a socket of the pair's connections (local
+// or remote port: the server's) that stay unread: siw reads its sockets
+// in the kernel as data arrives, so unread bytes that do not move are a
+// receive siw dropped. It then kills the pair's processes and keeps the
+// evidence.
+type cmStallWatch struct {
+	port int
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	procs    []*cmProc // the server first
+	evidence string
+}
+
+// cmStallSamples is how many samples, a second apart, must find the same
+// bytes unread in the same socket to call it a stall.
+const cmStallSamples = 5
+
+func cmWatchSiw(tool string, port int, server *cmProc) *cmStallWatch {
+	w := &cmStallWatch{port: port, done: make(chan struct{}), procs: []*cmProc{server}}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		seen := map[string]int{} // socket and unread count -> samples
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+			why := ""
+			w.mu.Lock()
+			for _, c := range w.procs[1:] {
+				if why == "" {
+					why = cmServerSentFirst(tool, w.procs[0], c)
+				}
+			}
+			w.mu.Unlock()
+			now := map[string]int{}
+			for _, s := range cmUnreadSockets(port) {
+				now[s] = seen[s] + 1
+				if now[s] >= cmStallSamples && why == "" {
+					why = fmt.Sprintf("siw left %s unread for %d s while both ends waited", s, cmStallSamples-1)
+				}
+			}
+			seen = now
+			if why != "" {
+				w.mu.Lock()
+				w.evidence = why
+				for _, p := range w.procs {
+					p.cmd.Process.Kill()
+				}
+				w.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *cmStallWatch) add(p *cmProc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.evidence != "" {
+		p.cmd.Process.Kill()
+	}
+	w.procs = append(w.procs, p)
+}
+
+func (w *cmStallWatch) stop() {
+	select {
+	case <-w.done:
+	default:
+		close(w.done)
+	}
+	w.wg.Wait()
+}
+
+// stalled returns the evidence of a stall, or "".
+func (w *cmStallWatch) stalled() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.evidence
+}
+
+// cmUnreadSockets lists the established IPv4 TCP sockets with port as
+// their local or remote port that hold received bytes nobody read, from
+// /proc/net/tcp (which lists siw's kernel sockets too), as "local ->
+// remote: N bytes".
+func cmUnreadSockets(port int) []string {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return nil
+	}
+	return cmUnreadIn(string(b), port)
+}
+
+// cmUnreadIn is cmUnreadSockets on the text of /proc/net/tcp.
+func cmUnreadIn(procNetTCP string, port int) []string {
+	var out []string
+	for _, line := range strings.Split(procNetTCP, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[3] != "01" { // TCP_ESTABLISHED
+			continue
+		}
+		lport, rport := cmHexPort(f[1]), cmHexPort(f[2])
+		if lport != port && rport != port {
+			continue
+		}
+		_, rx, ok := strings.Cut(f[4], ":") // tx_queue:rx_queue
+		n, err := strconv.ParseUint(rx, 16, 32)
+		if !ok || err != nil || n == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s -> %s: %d bytes", cmHexAddr(f[1]), cmHexAddr(f[2]), n))
+	}
+	return out
+}
+
+// cmHexPort and cmHexAddr decode /proc/net/tcp's "0100007F:1F90".
+func cmHexPort(s string) int {
+	_, p, _ := strings.Cut(s, ":")
+	n, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+func cmHexAddr(s string) string {
+	a, p, _ := strings.Cut(s, ":")
+	v, err := strconv.ParseUint(a, 16, 32)
+	if err != nil {
+		return s
+	}
+	var ip [4]byte
+	binary.NativeEndian.PutUint32(ip[:], uint32(v))
+	return fmt.Sprintf("%d.%d.%d.%d:%d", ip[0], ip[1], ip[2], ip[3], cmHexPort(a+":"+p))
 }
 
 var cmNextPort = 7600
