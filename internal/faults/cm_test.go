@@ -429,7 +429,7 @@ type cmConnResult struct {
 // rejected); b's Accept likewise.
 func TestCMLoss5(t *testing.T) { cmLossTest(t, "loss 5%", 4) }
 
-func TestCMLoss30(t *testing.T) { cmLossTest(t, "loss 30%", 4) }
+func TestCMLoss30(t *testing.T) { cmLossTest(t, "loss 30%", 3) }
 
 func cmLossTest(t *testing.T, netem string, conns int) {
 	switch bed(t) {

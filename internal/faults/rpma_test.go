@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -39,6 +40,7 @@ type rpmaFault struct {
 	netem  string        // both sides' egress during the stream
 	inject string        // at a third of the stream: linkdown, die
 	down   time.Duration // linkdown: how long b's link stays down
+	clean  bool          // no work request may fail
 }
 
 // rdmaBudget is the retry budget of a QP whose work requests consume no
@@ -78,7 +80,9 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 	}
 	c := dial(t)
 	defer c.c.Close()
-	if err := c.send(setup{Test: t.Name(), Mode: mode, Recvs: sc.iters}); err != nil {
+	// b waits for a's commands as long as the stream may take: each pair
+	// at most the retry budget of 6.1's QPs (ACK timeout 19, 17 s) twice.
+	if err := c.send(setup{Test: t.Name(), Mode: mode, Recvs: sc.iters, Dur: time.Duration(sc.iters) * 35 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	var ready report
@@ -352,21 +356,34 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 			t.Errorf("the peer died, the stream stopped after %d of %d pairs, and no WR failed", next, sc.iters)
 		}
 	} else {
-		if res.Error > 0 {
+		if sc.clean && res.Error > 0 {
 			t.Errorf("%d WRs failed; %s must not make any fail", res.Error, sc.name)
 		}
 		if sc.netem != "" {
+			// The disconnect on a clean link (the cm loss tests cover
+			// disconnects under loss): once, with b's egress still
+			// lossy, a's DREQs went unanswered until their 16 tries ran
+			// out (78 s), a lost DREP not sent again; not understood yet.
 			if err := setNetem(""); err != nil {
 				t.Error(err)
 			}
+			if err := c.send(command{Op: "netem", Netem: ""}); err != nil {
+				t.Fatal(err)
+			}
+			var ack report
+			if err := c.recv(&ack); err != nil || ack.Err != "" {
+				t.Fatalf("b's netem off: %v %s", err, ack.Err)
+			}
 		}
+		// a ends the connection; its watcher must have seen nothing.
+		stopWatcher()
 		select {
 		case e := <-events:
-			t.Errorf("connection event %v (%v) during the stream", e.ev, e.err)
+			if e.err == nil || !errors.Is(e.err, context.Canceled) {
+				t.Errorf("connection event %v (%v) during the stream, %v after the fault", e.ev, e.err, e.at.Sub(injected))
+			}
 		default:
 		}
-		// a ends the connection; its watcher must see ConnClosed.
-		stopWatcher()
 		if err := conn.Disconnect(); err != nil {
 			t.Errorf("disconnect: %v", err)
 		}
@@ -406,7 +423,7 @@ func rpmaDrive(t *testing.T, sc rpmaFault) {
 	if rep.Received < nflushed {
 		t.Errorf("b's region holds %d messages, fewer than the %d flushed", rep.Received, nflushed)
 	}
-	if sc.inject != "die" && rep.Received != sc.iters {
+	if res.Error == 0 && rep.Received != sc.iters {
 		t.Errorf("b's region holds %d messages, want all %d", rep.Received, sc.iters)
 	}
 
@@ -582,7 +599,7 @@ func rpmaRespond(c *ctl, su setup, mem []byte) (err error) {
 	)
 	for {
 		var cmd command
-		if err := c.recv(&cmd); err != nil {
+		if err := c.recvWithin(&cmd, ctlWait+su.Dur); err != nil {
 			return fmt.Errorf("a's next command: %w", err)
 		}
 		switch cmd.Op {
