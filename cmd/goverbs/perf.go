@@ -21,6 +21,7 @@ const (
 	perfSend perfVerb = iota
 	perfWrite
 	perfRead
+	perfAtomic
 )
 
 // perfTest is one of the tools.
@@ -38,6 +39,7 @@ var perfTests = []perfTest{
 	{"read-lat", "ib_read_lat", perfRead, true},
 	{"send-bw", "ib_send_bw", perfSend, false},
 	{"send-lat", "ib_send_lat", perfSend, true},
+	{"atomic-lat", "ib_atomic_lat", perfAtomic, true},
 }
 
 // perfOptions are one run's settings, perftest's defaults unless given.
@@ -60,6 +62,7 @@ type perfOptions struct {
 	noPeak    bool
 	all       bool
 	gbits     bool
+	cmpSwap   bool   // atomic: CMP_AND_SWAP instead of FETCH_AND_ADD
 	server    string // "": this end is the server
 }
 
@@ -88,7 +91,8 @@ var perfFlags = []perfFlag{
 	{'q', "qp", true, nil, "number of QPs (only 1)"},
 	{'u', "qp-timeout", true, nil, "QP timeout, 4 usec * 2^timeout (default 14)"},
 	{'S', "sl", true, nil, "SL (default 0)"},
-	{'o', "outs", true, []perfVerb{perfRead}, "number of outstanding reads (default the device's maximum)"},
+	{'o', "outs", true, []perfVerb{perfRead, perfAtomic}, "number of outstanding reads/atomics (default the device's maximum)"},
+	{'A', "atomic_type", true, []perfVerb{perfAtomic}, "type of atomic operation: CMP_AND_SWAP or FETCH_AND_ADD (default)"},
 	{'F', "CPU-freq", false, nil, "accepted for perftest's sake: goverbs measures time, not cycles"},
 	{0, "report_gbits", false, nil, "report max/average BW in Gbit/sec (instead of MiB/sec)"},
 	{'V', "version", false, nil, "display the perftest version spoken"},
@@ -208,6 +212,9 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 	if t.lat {
 		o.size, o.txDepth = 2, 1
 	}
+	if t.verb == perfAtomic {
+		o.size = 8 // DEF_SIZE_ATOMIC
+	}
 	if t.verb == perfWrite && !t.lat {
 		o.iters = 5000
 	}
@@ -241,6 +248,17 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 		}
 		if f.short == 'd' {
 			o.devName = a.value
+			continue
+		}
+		if f.short == 'A' {
+			switch a.value {
+			case "CMP_AND_SWAP":
+				o.cmpSwap = true
+			case "FETCH_AND_ADD":
+				o.cmpSwap = false
+			default:
+				return nil, false, false, perfUsagef("%s %s: want CMP_AND_SWAP or FETCH_AND_ADD", a.spelt, a.value)
+			}
 			continue
 		}
 		v, err := parseCInt(a.value)
@@ -320,6 +338,9 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 		o.server = operands[0]
 	case len(operands) > 1:
 		return nil, false, false, perfUsagef("unexpected argument %q", operands[1])
+	}
+	if t.verb == perfAtomic && (o.size != 8 || o.all) {
+		return nil, false, false, perfUsagef("message size cannot be changed for atomic tests")
 	}
 	// force_dependecies, for what goverbs perf has.
 	if o.txDepth > o.iters {

@@ -251,7 +251,7 @@ func (p *perf) open() error {
 			fmt.Fprintf(p.stdout, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", port.ActiveMTU)
 		}
 	}
-	if o.test.verb == perfRead {
+	if o.test.verb == perfRead || o.test.verb == perfAtomic {
 		attr, err := p.ctx.QueryDevice()
 		if err != nil {
 			return fmt.Errorf("couldn't query device: %w", err)
@@ -261,7 +261,7 @@ func (p *perf) open() error {
 			p.outReads = o.outReads
 		}
 		if p.outReads < 1 {
-			return errors.New("the device allows no outstanding RDMA reads")
+			return errors.New("the device allows no outstanding RDMA reads or atomics")
 		}
 		p.my.OutReads = uint32(p.outReads)
 	}
@@ -344,6 +344,9 @@ func (p *perf) resources() error {
 		qpAccess = mr.RemoteRead
 	case perfSend:
 		qpAccess = mr.RemoteWrite | mr.LocalWrite
+	case perfAtomic:
+		access |= mr.RemoteAtomic
+		qpAccess = mr.RemoteAtomic
 	}
 	if p.mr, err = mr.New(p.pd, size, access); err != nil {
 		return fmt.Errorf("couldn't allocate MR: %w", err)
@@ -424,7 +427,11 @@ func (p *perf) printInfo() {
 		kind = "Latency"
 	}
 	fmt.Fprint(w, perftest.ResultLine)
-	fmt.Fprintf(w, "                    %s %s Test\n", [...]string{"Send", "RDMA_Write", "RDMA_Read"}[o.test.verb], kind)
+	verb := [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}[o.test.verb]
+	if o.test.verb == perfAtomic {
+		verb += map[bool]string{true: " CMP_AND_SWAP", false: " FETCH_AND_ADD"}[o.cmpSwap]
+	}
+	fmt.Fprintf(w, "                    %s %s Test\n", verb, kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.devName)
 	transport := "IB"
 	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : %s\n", transport)
@@ -435,7 +442,7 @@ func (p *perf) printInfo() {
 	if o.test.verb == perfSend && (o.server == "" || o.test.lat) {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.rxDepth)
 	}
-	if o.test.verb == perfRead {
+	if o.test.verb == perfRead || o.test.verb == perfAtomic {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
 	}
 	if !o.test.lat {
@@ -461,7 +468,7 @@ func (p *perf) printDest(side string, d perftest.Dest) {
 	if p.o.test.verb == perfRead {
 		fmt.Fprintf(w, " OUT %s", cAltHex(uint64(d.OutReads), 4))
 	}
-	if p.o.test.verb != perfSend {
+	if p.o.test.verb == perfRead || p.o.test.verb == perfWrite {
 		fmt.Fprintf(w, " RKey %s VAddr %s", cAltHex(uint64(d.RKey), 8), cAltHex(d.VAddr, 16))
 	}
 	fmt.Fprintln(w)
@@ -645,14 +652,16 @@ func (p *perf) iterBW(ctx context.Context, size uint64) error {
 func (p *perf) runLat(ctx context.Context) error {
 	o := p.o
 	w := p.stdout
-	if o.test.verb == perfRead && o.server == "" {
-		// ib_read_lat's server has nothing to do but wait for the end.
+	passive := o.test.verb == perfRead || o.test.verb == perfAtomic
+	if passive && o.server == "" {
+		// ib_read_lat's and ib_atomic_lat's server has nothing to do
+		// but wait for the end.
 		return p.conn.Finish(ctx, p.my, p.withGID)
 	}
 	fmt.Fprint(w, perftest.ResultLine)
 	fmt.Fprint(w, perftest.LatHeader)
 	rtt := 2
-	if o.test.verb == perfRead {
+	if passive {
 		rtt = 1
 	}
 	for _, size := range p.sizes() {
@@ -672,7 +681,7 @@ func (p *perf) runLat(ctx context.Context) error {
 		perftest.WriteLat(w, size, o.iters, s)
 	}
 	fmt.Fprint(w, perftest.ResultLine)
-	if o.test.verb == perfRead {
+	if passive {
 		return p.conn.Finish(ctx, p.my, p.withGID)
 	}
 	// ib_write_lat closes nothing: each end leaves once its last write
@@ -733,12 +742,20 @@ func (p *perf) iterLatWrite(ctx context.Context, size uint64) error {
 	return nil
 }
 
-// iterLatRead is run_iter_lat for READ: one signaled read at a time.
+// iterLatRead is run_iter_lat for READ and atomics: one signaled
+// operation at a time.
 func (p *perf) iterLatRead(ctx context.Context, size uint64) error {
 	iters := uint64(p.o.iters)
 	wr := &p.wr[0]
 	*wr = verbs.SendWR{Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, SGList: p.sge,
 		RemoteAddr: p.rem.VAddr, RKey: p.rem.RKey}
+	switch {
+	case p.o.test.verb != perfAtomic:
+	case p.o.cmpSwap:
+		wr.Opcode, wr.Swap = verbs.WRAtomicCmpAndSwp, 0 // ATOMIC_SWAP_VALUE
+	default:
+		wr.Opcode, wr.CompareAdd = verbs.WRAtomicFetchAndAdd, 1 // ATOMIC_ADD_VALUE
+	}
 	p.sge[0].Addr, p.sge[0].Length = p.mr.IOVA(), uint32(size)
 	wc := p.wc[:1]
 	for scnt := uint64(0); scnt < iters; scnt++ {

@@ -45,6 +45,7 @@ func TestPerfArgs(t *testing.T) {
 		{[]string{"write-lat"}, 2, 1000, 1, 1},
 		{[]string{"read-bw", "-s", "8192"}, 8192, 1000, 128, 100},
 		{[]string{"read-lat"}, 2, 1000, 1, 1},
+		{[]string{"atomic-lat", "-A", "CMP_AND_SWAP"}, 8, 1000, 1, 1},
 		{[]string{"write-bw", "-n", "5"}, 65536, 5, 5, 1},
 		{[]string{"write-bw", "-a", "-n", "10"}, perfMaxSize, 10, 10, 10},
 	} {
@@ -74,6 +75,10 @@ func TestPerfArgs(t *testing.T) {
 		{[]string{"write-bw", "-q", "2"}, "one QP"},
 		{[]string{"write-bw", "-o", "2"}, "ib_write_bw has no such option"},
 		{[]string{"write-lat", "-r", "2"}, "ib_write_lat has no such option"},
+		{[]string{"write-lat", "-A", "CMP_AND_SWAP"}, "ib_write_lat has no such option"},
+		{[]string{"atomic-lat", "-A", "SWAP"}, "want CMP_AND_SWAP or FETCH_AND_ADD"},
+		{[]string{"atomic-lat", "-s", "16"}, "cannot be changed for atomic"},
+		{[]string{"atomic-lat", "-a"}, "cannot be changed for atomic"},
 		{[]string{"write-bw", "-n", "4"}, "iterations must be"},
 		{[]string{"write-bw", "-s", "0"}, "size must be"},
 		{[]string{"write-bw", "-m", "1000"}, "MTU must be"},
@@ -139,7 +144,7 @@ func newPerfBed(t *testing.T) *perfBed {
 	// exchanged QPN and GID: not on iWARP (that needs -R, rdma_cm).
 	testutil.SkipUnlessModifyConnects(t, ctx)
 	b := &perfBed{dev: dev.Name, addr: testutil.Addr(t)}
-	for _, tool := range []string{"ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat", "ib_send_bw", "ib_send_lat"} {
+	for _, tool := range []string{"ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat", "ib_send_bw", "ib_send_lat", "ib_atomic_lat"} {
 		testutil.LookPath(t, tool)
 	}
 	if p, err := exec.LookPath("taskset"); err == nil {
@@ -298,6 +303,8 @@ func TestPerfInterop(t *testing.T) {
 		{"send-bw", nil, []uint64{65536}},
 		{"send-bw", []string{"-s", "100", "-r", "8", "-t", "4"}, []uint64{100}},
 		{"send-lat", nil, []uint64{2}},
+		{"atomic-lat", nil, []uint64{8}},
+		{"atomic-lat", []string{"-A", "CMP_AND_SWAP"}, []uint64{8}},
 	}
 	for _, c := range cases {
 		test, _ := lookupPerfTest(c.test)
@@ -386,10 +393,13 @@ func checkPerfPair(t *testing.T, test perfTest, iters int, sizes []uint64, serve
 func TestPerfAllocs(t *testing.T) {
 	bed := newPerfBed(t)
 	const runs = 3
-	for _, name := range []string{"write-bw", "read-bw", "read-lat", "write-lat"} {
+	for _, name := range []string{"write-bw", "read-bw", "read-lat", "atomic-lat", "write-lat"} {
 		t.Run(name, func(t *testing.T) {
 			port := strconv.Itoa(ppPort())
-			args := []string{name, "-d", bed.dev, "-p", port, "-n", "20", "-s", "64"}
+			args := []string{name, "-d", bed.dev, "-p", port, "-n", "20"}
+			if name != "atomic-lat" {
+				args = append(args, "-s", "64")
+			}
 			so, _, _, err := parsePerfArgs(args)
 			if err != nil {
 				t.Fatal(err)
@@ -440,7 +450,8 @@ func TestPerfAllocs(t *testing.T) {
 			}
 			<-ready
 			iter := map[string]func(context.Context, uint64) error{
-				"write-bw": cli.iterBW, "read-bw": cli.iterBW, "read-lat": cli.iterLatRead, "write-lat": cli.iterLatWrite,
+				"write-bw": cli.iterBW, "read-bw": cli.iterBW, "read-lat": cli.iterLatRead, "atomic-lat": cli.iterLatRead,
+				"write-lat": cli.iterLatWrite,
 			}[name]
 			var iterErr error
 			allocs := testing.AllocsPerRun(runs, func() {
