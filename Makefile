@@ -160,13 +160,15 @@ soak:
 SIW_KERNEL ?= $(firstword $(KERNELS))
 # Tests that still fail on siw, left out of make test until they are fixed
 # (each is a known, open failure, not a capability siw lacks; see the siw
-# issue): TestManyConnections (64 concurrent rdma_cm connections: a server
-# sometimes never reads its client's first SEND; suspected race in siw's
-# accept path), and cmd/goverbs tests whose expectations are still RoCE's
-# (TestRPMAExampleRejected: the refusal arrives from CONNECT itself;
-# TestRpingSizeMismatch, TestRpingPersistent, TestRpingErrors,
-# TestUdaddyUcmatoseErrors). make test-siw SIW_SKIP= runs them.
-SIW_SKIP ?= ^(TestManyConnections|TestRPMAExampleRejected|TestRpingSizeMismatch|TestRpingPersistent|TestRpingErrors|TestUdaddyUcmatoseErrors)$$
+# issue and docs/providers.md): TestRPMAExampleRejected (its expectation
+# is RoCE's: on siw the refusal arrives from CONNECT itself);
+# TestRpingErrors (on siw a CONNECT to a port nobody listens on fails in
+# the command, ECONNREFUSED, and rdma-core's rping then hangs; a second
+# rping server binds and listens on a port another rping listens on
+# without an error, cause not found); TestRpingSizeMismatch,
+# TestRpingPersistent and TestUdaddyUcmatoseErrors (not examined this
+# round). make test-siw SIW_SKIP= runs them.
+SIW_SKIP ?= ^(TestRPMAExampleRejected|TestRpingSizeMismatch|TestRpingPersistent|TestRpingErrors|TestUdaddyUcmatoseErrors)$$
 .PHONY: test-siw
 test-siw:
 	@mkdir -p $(LOGDIR)

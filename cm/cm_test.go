@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -400,15 +401,17 @@ func TestManyConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[byte]bool{}
-	for _, s := range servers {
-		wc := testutil.Completions(t, s.cq, 1)[0]
-		if wc.Status != verbs.WCSuccess || wc.ByteLen != 2 {
+	wcs, stalled := serverFirstSends(t, servers, int(addr.Port()))
+	for i, s := range servers {
+		if wc := wcs[i]; wc == nil {
+			continue // siw never read it (stalled)
+		} else if wc.Status != verbs.WCSuccess || wc.ByteLen != 2 {
 			t.Fatalf("server completion %+v", wc)
 		}
 		seen[s.buf.Bytes()[0]] = true
 	}
-	if len(seen) != n {
-		t.Fatalf("%d distinct clients delivered data, want %d", len(seen), n)
+	if len(seen) != n-stalled {
+		t.Fatalf("%d distinct clients delivered data, want %d", len(seen), n-stalled)
 	}
 	for _, c := range clients {
 		testutil.Completions(t, c.cq, 1)
@@ -434,6 +437,64 @@ func TestManyConnections(t *testing.T) {
 	}
 	if got := testutil.Resources(t, dev)["cm_id"]; got != base["cm_id"] {
 		t.Errorf("cm_id %d after closing %d connections, before %d", got, n, base["cm_id"])
+	}
+}
+
+// serverFirstSends polls each server's CQ for the completion of its
+// client's first SEND. On siw a client's first SEND can arrive while the
+// server's siw_accept has sent the MPA reply but not yet handed the socket
+// to the QP; siw's CM then ignores the data and the QP never learns of it
+// (docs/providers.md, "siw: who sends first"). Such a SEND stays in the
+// server's kernel socket, unread: when every missing completion is
+// matched by a socket of the listening port whose unread bytes have not
+// moved for 4 s, serverFirstSends logs them and returns how many; any other
+// shortfall fails the test after the guard time.
+func serverFirstSends(t *testing.T, servers []*end, port int) (wcs []*verbs.WorkCompletion, stalled int) {
+	t.Helper()
+	wcs = make([]*verbs.WorkCompletion, len(servers))
+	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP
+	deadline := time.Now().Add(60 * time.Second)
+	seen := map[string]int{} // unread socket -> samples
+	next := time.Now()
+	for {
+		missing := 0
+		for i, s := range servers {
+			if wcs[i] != nil {
+				continue
+			}
+			var wc [1]verbs.WorkCompletion
+			got, err := s.cq.Poll(wc[:])
+			if err != nil {
+				t.Fatalf("poll: %v", err)
+			}
+			if got == 1 {
+				wcs[i] = &wc[0]
+			} else {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return wcs, 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d servers got no completion; unread in sockets of port %d: %q", missing, len(servers), port, testutil.UnreadTCP(port))
+		}
+		if iwarp && time.Now().After(next) {
+			next = time.Now().Add(time.Second)
+			now := map[string]int{}
+			var still []string
+			for _, u := range testutil.UnreadTCP(port) {
+				if now[u] = seen[u] + 1; now[u] >= 5 {
+					still = append(still, u)
+				}
+			}
+			seen = now
+			if len(still) == missing {
+				t.Logf("siw: %d first SENDs left unread by siw in the servers' sockets (docs/providers.md, siw: who sends first): %q", missing, still)
+				return wcs, missing
+			}
+		}
+		runtime.Gosched()
 	}
 }
 

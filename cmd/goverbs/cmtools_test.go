@@ -87,21 +87,6 @@ func TestCMGRHVersion(t *testing.T) {
 	}
 }
 
-// The stall watch reads /proc/net/tcp: established sockets of the port
-// with unread bytes, siw's kernel sockets among them.
-func TestCMUnreadSockets(t *testing.T) {
-	text := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 034DFEA9:1DCB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 100 0 0 10 0
-   1: 034DFEA9:C350 034DFEA9:1DCB 01 00000000:0000002C 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
-   2: 034DFEA9:1DCB 034DFEA9:C350 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
-   3: 034DFEA9:1DCC 034DFEA9:C351 01 00000000:00000010 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
-`
-	got := cmUnreadIn(text, 7627)
-	if want := []string{"169.254.77.3:50000 -> 169.254.77.3:7627: 44 bytes"}; !cmp.Equal(got, want) {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
 // cmRpingData is what the C client puts in its buffer for ping n (the
 // oracle the tests check both implementations against).
 func cmRpingData(n, size int) string {
@@ -430,7 +415,7 @@ func cmWatchSiw(tool string, port int, server *cmProc) *cmStallWatch {
 			}
 			w.mu.Unlock()
 			now := map[string]int{}
-			for _, s := range cmUnreadSockets(port) {
+			for _, s := range testutil.UnreadTCP(port) {
 				now[s] = seen[s] + 1
 				if now[s] >= cmStallSamples && why == "" {
 					why = fmt.Sprintf("siw left %s unread for %d s while both ends waited", s, cmStallSamples-1)
@@ -474,61 +459,6 @@ func (w *cmStallWatch) stalled() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.evidence
-}
-
-// cmUnreadSockets lists the established IPv4 TCP sockets with port as
-// their local or remote port that hold received bytes nobody read, from
-// /proc/net/tcp (which lists siw's kernel sockets too), as "local ->
-// remote: N bytes".
-func cmUnreadSockets(port int) []string {
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return nil
-	}
-	return cmUnreadIn(string(b), port)
-}
-
-// cmUnreadIn is cmUnreadSockets on the text of /proc/net/tcp.
-func cmUnreadIn(procNetTCP string, port int) []string {
-	var out []string
-	for _, line := range strings.Split(procNetTCP, "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[3] != "01" { // TCP_ESTABLISHED
-			continue
-		}
-		lport, rport := cmHexPort(f[1]), cmHexPort(f[2])
-		if lport != port && rport != port {
-			continue
-		}
-		_, rx, ok := strings.Cut(f[4], ":") // tx_queue:rx_queue
-		n, err := strconv.ParseUint(rx, 16, 32)
-		if !ok || err != nil || n == 0 {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%s -> %s: %d bytes", cmHexAddr(f[1]), cmHexAddr(f[2]), n))
-	}
-	return out
-}
-
-// cmHexPort and cmHexAddr decode /proc/net/tcp's "0100007F:1F90".
-func cmHexPort(s string) int {
-	_, p, _ := strings.Cut(s, ":")
-	n, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return -1
-	}
-	return int(n)
-}
-
-func cmHexAddr(s string) string {
-	a, p, _ := strings.Cut(s, ":")
-	v, err := strconv.ParseUint(a, 16, 32)
-	if err != nil {
-		return s
-	}
-	var ip [4]byte
-	binary.NativeEndian.PutUint32(ip[:], uint32(v))
-	return fmt.Sprintf("%d.%d.%d.%d:%d", ip[0], ip[1], ip[2], ip[3], cmHexPort(a+":"+p))
 }
 
 var cmNextPort = 7600

@@ -1,0 +1,66 @@
+package testutil
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// UnreadTCP lists the established IPv4 TCP sockets that have port as
+// their local or remote port and hold received bytes nobody has read, as
+// "local -> remote: N bytes", from /proc/net/tcp. It lists the kernel's
+// own sockets too: siw's connections are kernel sockets that siw reads as
+// data arrives, so bytes that stay there are a receive siw dropped
+// (docs/providers.md, "siw: who sends first").
+func UnreadTCP(port int) []string {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return nil
+	}
+	return ParseUnreadTCP(string(b), port)
+}
+
+// ParseUnreadTCP is UnreadTCP on the text of /proc/net/tcp.
+func ParseUnreadTCP(procNetTCP string, port int) []string {
+	var out []string
+	for _, line := range strings.Split(procNetTCP, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[3] != "01" { // TCP_ESTABLISHED
+			continue
+		}
+		if hexPort(f[1]) != port && hexPort(f[2]) != port {
+			continue
+		}
+		_, rx, ok := strings.Cut(f[4], ":") // tx_queue:rx_queue
+		n, err := strconv.ParseUint(rx, 16, 32)
+		if !ok || err != nil || n == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s -> %s: %d bytes", hexAddr(f[1]), hexAddr(f[2]), n))
+	}
+	return out
+}
+
+// hexPort and hexAddr decode /proc/net/tcp's "0100007F:1F90": the
+// address is the in-memory __be32 printed as a host-order number.
+func hexPort(s string) int {
+	_, p, _ := strings.Cut(s, ":")
+	n, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+func hexAddr(s string) string {
+	a, _, _ := strings.Cut(s, ":")
+	v, err := strconv.ParseUint(a, 16, 32)
+	if err != nil {
+		return s
+	}
+	var ip [4]byte
+	binary.NativeEndian.PutUint32(ip[:], uint32(v))
+	return fmt.Sprintf("%d.%d.%d.%d:%d", ip[0], ip[1], ip[2], ip[3], hexPort(s))
+}
