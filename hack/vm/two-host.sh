@@ -62,15 +62,19 @@ addr_b=169.254.77.12
 
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 
-# Run one VM: its output prefixed, its status in $work/ROLE.rc.
+# Run one VM: its output prefixed, its run.sh's pid in $work/ROLE.pid, its
+# status in $work/ROLE.rc.
 vm() {
 	local role=$1 mode=$2 port=$3 addr=$4 peer=$5
 	shift 5
-	local rc=0
+	local rc=0 p
 	GOVERBS_FAULT_ROLE=$role GOVERBS_FAULT_PEER=$peer GOVERBS_REQUIRE_TWO_HOST=1 \
 		GOVERBS_FAULT_DIR=$work/shared GOVERBS_VM_TIMEOUT=$timeout \
 		"$here/run.sh" --cpus 1 --rw "$work/shared" --link "$mode:$port:$addr" -- "$@" \
-		> >(sed -u "s/^/$role| /") 2>&1 || rc=$?
+		> >(sed -u "s/^/$role| /") 2>&1 &
+	p=$!
+	echo "$p" >"$work/$role.pid"
+	wait "$p" || rc=$?
 	echo "$rc" >"$work/$role.rc"
 }
 
@@ -100,6 +104,14 @@ done
 [[ -n $started ]] || { echo "two-host: VM a never listened on 127.0.0.1" >&2; exit 125; }
 vm b connect "$port" "$addr_b" "$addr_a" "$@" &
 pids+=($!)
+# a's command ending ends the run. A b that powered itself off on request
+# is off for the test from then on; its kernel may still hang on the way
+# down (6.1 once spun in ksoftirqd until the timeout, 900 s): stop its qemu.
+wait "${pids[0]}" || true
+if [[ -f $work/shared/b.poweroff && ! -f $work/b.rc && -f $work/b.pid ]]; then
+	echo "two-host: a is done and b powered itself off on request: stopping b's VM" >&2
+	kill -TERM "$(<"$work/b.pid")" 2>/dev/null || true
+fi
 wait "${pids[@]}" || true
 pids=()
 
