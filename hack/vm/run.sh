@@ -469,8 +469,26 @@ if [[ -f $run/kernel.log ]]; then
 fi
 klog=$cache/last-kernel.log
 
+# A crash's kernel log is kept under its own name too: the next VM (two-host
+# runs two) overwrites last-kernel.log, and the head of an oops is the part
+# that names the bug.
+keep_klog() {
+	[[ -f $run/kernel.log ]] || return 0
+	klog=$cache/kernel-crash-$(date +%Y%m%d-%H%M%S)-$$.log
+	cp "$run/kernel.log" "$klog"
+}
+
 show_klog_tail() {
 	[[ -f $run/kernel.log ]] || return 0
+	# From the first oops marker when there is one (its head names the bug),
+	# else the tail.
+	local first
+	first=$(grep -n -m1 -E 'BUG:|Oops:|general protection fault|kernel BUG' "$run/kernel.log" | cut -d: -f1)
+	if [[ -n $first ]]; then
+		echo "vm: kernel log from line $first:" >&2
+		tail -n "+$first" "$run/kernel.log" | head -n 120 | sed 's/^/vm:   /' >&2
+		return 0
+	fi
 	echo "vm: last kernel log lines:" >&2
 	tail -n 40 "$run/kernel.log" | sed 's/^/vm:   /' >&2
 }
@@ -481,6 +499,7 @@ if [[ ! -s $run/kernel.log && ! -f $run/rc ]]; then
 fi
 # 137: qemu ignored timeout's SIGTERM and got the SIGKILL 10 s later.
 if ((qrc == 124 || (qrc == 137 && elapsed >= timeout))); then
+	keep_klog
 	echo "vm: timed out after ${timeout}s; qemu killed. Kernel log: $klog" >&2
 	show_klog_tail
 	exit 124
@@ -491,6 +510,7 @@ if [[ -f $run/setup-error ]]; then
 	exit 125
 fi
 if [[ ! -f $run/rc ]]; then
+	keep_klog
 	echo "vm: the guest stopped after ${elapsed}s without reporting an exit status" \
 		"(qemu status $qrc; kernel panic or crash?). Kernel log: $klog" >&2
 	show_klog_tail
