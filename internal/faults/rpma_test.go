@@ -593,49 +593,21 @@ func rpmaRespond(c *ctl, su setup, mem []byte) (err error) {
 		}
 		closed <- err
 	}()
-	var (
-		linkUp chan error
-		down   time.Duration
-	)
+	var pf peerFaults
 	for {
 		var cmd command
 		if err := c.recvWithin(&cmd, ctlWait+su.Dur); err != nil {
 			return fmt.Errorf("a's next command: %w", err)
 		}
+		if ok, err := pf.apply(c, cmd); err != nil {
+			return err
+		} else if ok {
+			continue
+		}
 		switch cmd.Op {
-		case "netem":
-			r := report{}
-			if err := setNetem(cmd.Netem); err != nil {
-				r.Err = err.Error()
-			}
-			if err := c.send(r); err != nil {
-				return err
-			}
-		case "linkdown":
-			if err := c.send(report{}); err != nil {
-				return err
-			}
-			if err := setLink(false); err != nil {
-				return err
-			}
-			downAt := time.Now()
-			upErr := make(chan error, 1)
-			linkUp = upErr
-			time.AfterFunc(cmd.DownFor, func() {
-				err := setLink(true)
-				down = time.Since(downAt)
-				upErr <- err
-			})
-		case "die":
-			unix.Kill(os.Getpid(), unix.SIGKILL)
 		case "done":
-			if err := setNetem(""); err != nil {
+			if err := pf.clear(); err != nil {
 				return err
-			}
-			if linkUp != nil {
-				if err := <-linkUp; err != nil {
-					return err
-				}
 			}
 			// a disconnected before it said done.
 			select {
@@ -647,7 +619,7 @@ func rpmaRespond(c *ctl, su setup, mem []byte) (err error) {
 				return fail(fmt.Errorf("after a's disconnect: no %v", rpma.ConnClosed))
 			}
 			r := checkRegion(mem, cmd.Flushed)
-			r.Down = down
+			r.Down = pf.down
 			return c.send(r)
 		default:
 			return fmt.Errorf("unknown command %q", cmd.Op)

@@ -776,57 +776,23 @@ func respond(c *ctl, su setup, dev verbs.Device, addr string) (err error) {
 		}
 	}()
 
-	var (
-		linkUp chan error
-		down   time.Duration
-	)
+	var pf peerFaults
 	for {
 		var cmd command
 		if err := c.recvWithin(&cmd, ctlWait+su.Dur); err != nil {
 			return fmt.Errorf("a's next command: %w", err)
 		}
+		if ok, err := pf.apply(c, cmd); err != nil {
+			return err
+		} else if ok {
+			continue
+		}
 		switch cmd.Op {
-		case "netem":
-			err := setNetem(cmd.Netem)
-			r := report{}
-			if err != nil {
-				r.Err = err.Error()
-			}
-			if err := c.send(r); err != nil {
-				return err
-			}
-		case "linkdown":
-			// The answer goes first: then the link is down, and a finds
-			// out through its QP.
-			if err := c.send(report{}); err != nil {
-				return err
-			}
-			// In process (SIOCSIFFLAGS), not ip(8): an exec takes longer
-			// under TCG than the rest of the stream would.
-			if err := setLink(false); err != nil {
-				return err
-			}
-			downAt := time.Now()
-			upErr := make(chan error, 1)
-			linkUp = upErr
-			time.AfterFunc(cmd.DownFor, func() {
-				err := setLink(true)
-				down = time.Since(downAt)
-				upErr <- err
-			})
-		case "die":
-			unix.Kill(os.Getpid(), unix.SIGKILL)
 		case "poweroff":
 			return powerOff()
 		case "done":
-			if err := setNetem(""); err != nil {
+			if err := pf.clear(); err != nil {
 				return err
-			}
-			if linkUp != nil {
-				// "done" came over the link: it is up (or coming up).
-				if err := <-linkUp; err != nil {
-					return err
-				}
 			}
 			// ERR flushes the receives a's SENDs did not use.
 			mu.Lock()
@@ -855,7 +821,7 @@ func respond(c *ctl, su setup, dev verbs.Device, addr string) (err error) {
 			r.Lost = outstanding // neither completed nor flushed
 			mu.Unlock()
 			r.Counter = binary.LittleEndian.Uint64(buf[bCounterOff:])
-			r.Down = down
+			r.Down = pf.down
 			return c.send(r)
 		default:
 			return fmt.Errorf("unknown command %q", cmd.Op)
@@ -875,4 +841,61 @@ func powerOff() error {
 	f.Close()
 	unix.Sync()
 	return unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+}
+
+// peerFaults carries out on b the faults a asks for in the middle of a
+// stream (netem, the link down for a while, the process killed) and
+// undoes them at the end; the stream servers share it.
+type peerFaults struct {
+	linkUp chan error    // the link's coming up, after a linkdown
+	down   time.Duration // how long the link was down; read after clear
+}
+
+// apply carries out cmd if it is one of the faults, answering a, and
+// reports whether it was.
+func (f *peerFaults) apply(c *ctl, cmd command) (bool, error) {
+	switch cmd.Op {
+	case "netem":
+		r := report{}
+		if err := setNetem(cmd.Netem); err != nil {
+			r.Err = err.Error()
+		}
+		return true, c.send(r)
+	case "linkdown":
+		// The answer goes first: then the link is down, and a finds
+		// out through its QP.
+		if err := c.send(report{}); err != nil {
+			return true, err
+		}
+		// In process (SIOCSIFFLAGS), not ip(8): an exec takes longer
+		// under TCG than the rest of the stream would.
+		if err := setLink(false); err != nil {
+			return true, err
+		}
+		downAt := time.Now()
+		upErr := make(chan error, 1)
+		f.linkUp = upErr
+		time.AfterFunc(cmd.DownFor, func() {
+			err := setLink(true)
+			f.down = time.Since(downAt) // read after <-f.linkUp
+			upErr <- err
+		})
+		return true, nil
+	case "die":
+		unix.Kill(os.Getpid(), unix.SIGKILL)
+		return true, nil
+	}
+	return false, nil
+}
+
+// clear removes the netem discipline and waits for a downed link to come
+// up again: a's "done" came over the link, so it is up or coming up.
+func (f *peerFaults) clear() error {
+	if err := setNetem(""); err != nil {
+		return err
+	}
+	if f.linkUp != nil {
+		return <-f.linkUp
+	}
+	return nil
 }
