@@ -59,6 +59,7 @@
 # --rw directories and the --bind ones. CMD itself must be an arm64 (static)
 # program or script.
 set -euo pipefail
+orig_args=("$@")
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -483,7 +484,7 @@ show_klog_tail() {
 	# From the first oops marker when there is one (its head names the bug),
 	# else the tail.
 	local first
-	first=$(grep -n -m1 -E 'BUG:|Oops:|general protection fault|kernel BUG' "$run/kernel.log" | cut -d: -f1)
+	first=$(grep -n -m1 -E 'BUG:|Oops:|general protection fault|kernel BUG' "$run/kernel.log" | cut -d: -f1 || true)
 	if [[ -n $first ]]; then
 		echo "vm: kernel log from line $first:" >&2
 		tail -n "+$first" "$run/kernel.log" | head -n 120 | sed 's/^/vm:   /' >&2
@@ -511,6 +512,18 @@ if [[ -f $run/setup-error ]]; then
 fi
 if [[ ! -f $run/rc ]]; then
 	keep_klog
+	# A guest that died before it ran the command (seen: an int3 oops in
+	# 6.12's boot-time code patching under TCG, "Oops: int3" at ~1.5 s) ran
+	# nothing of ours: boot it again, at most twice, and say so. Not in
+	# two-host mode, whose peer is already waiting on the link.
+	boot_try=${GOVERBS_VM_BOOT_TRY:-1}
+	if [[ -z $link ]] && ((boot_try < 3)) && ! grep -q 'goverbs-init: .* running the command' "$run/kernel.log" 2>/dev/null; then
+		echo "vm: the guest died while booting, before the command ran (attempt $boot_try); kernel log: $klog; booting again" >&2
+		show_klog_tail
+		rm -rf "$run"
+		trap - EXIT
+		GOVERBS_VM_BOOT_TRY=$((boot_try + 1)) exec "${BASH_SOURCE[0]}" "${orig_args[@]}"
+	fi
 	echo "vm: the guest stopped after ${elapsed}s without reporting an exit status" \
 		"(qemu status $qrc; kernel panic or crash?). Kernel log: $klog" >&2
 	show_klog_tail
