@@ -13,6 +13,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/goverbs/goverbs/verbs"
 )
 
 type command struct {
@@ -66,4 +68,15 @@ func main() {
 // errorf prints a "goverbs CMD: ..." line.
 func errorf(w io.Writer, cmd, format string, args ...any) {
 	fmt.Fprintf(w, "goverbs %s: %s\n", cmd, strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+// pickDevice is how the C tools choose a device: the one named, or the
+// first listed when no name is given; nil when there is none.
+func pickDevice(devs []verbs.Device, name string) *verbs.Device {
+	for i := range devs {
+		if name == "" || devs[i].Name == name {
+			return &devs[i]
+		}
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
 	"github.com/goverbs/goverbs/internal/perftest"
 )
@@ -117,77 +116,29 @@ func lookupPerfTest(name string) (perfTest, bool) {
 	return perfTest{}, false
 }
 
-// perfGetopt splits args as getopt_long does for perftest: bundled short
-// options, attached or separate arguments, --name=value or --name value,
-// operands anywhere, "--" ending the options. Unknown options, perftest's
-// many that goverbs perf does not implement included, are errors.
-func perfGetopt(args []string) (opts []ppArgLite, operands []string, err error) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return opts, append(operands, args[i+1:]...), nil
-		case strings.HasPrefix(a, "--"):
-			name, value, hasValue := strings.Cut(a[2:], "=")
-			var f *perfFlag
-			for k := range perfFlags {
-				if perfFlags[k].long == name {
-					f = &perfFlags[k]
-				}
+// perfGetopt is goverbs perf's option table for getopt: long names are
+// exact, and unknown options, perftest's many that goverbs perf does not
+// implement included, are refused as unsupported.
+var perfGetopt = getoptTable[*perfFlag]{
+	short: func(c byte) (*perfFlag, error) {
+		for k := range perfFlags {
+			if perfFlags[k].short == c {
+				return &perfFlags[k], nil
 			}
-			if f == nil {
-				return nil, nil, perfUsagef("option '--%s' is not supported by goverbs perf", name)
-			}
-			switch {
-			case f.hasArg && !hasValue:
-				if i+1 >= len(args) {
-					return nil, nil, perfUsagef("option '--%s' requires an argument", f.long)
-				}
-				i++
-				value = args[i]
-			case !f.hasArg && hasValue:
-				return nil, nil, perfUsagef("option '--%s' doesn't allow an argument", f.long)
-			}
-			opts = append(opts, ppArgLite{f, value, "--" + f.long})
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				var f *perfFlag
-				for k := range perfFlags {
-					if perfFlags[k].short == a[j] {
-						f = &perfFlags[k]
-					}
-				}
-				if f == nil {
-					return nil, nil, perfUsagef("option '-%c' is not supported by goverbs perf", a[j])
-				}
-				spelt := "-" + string(a[j])
-				if !f.hasArg {
-					opts = append(opts, ppArgLite{f, "", spelt})
-					continue
-				}
-				value := a[j+1:]
-				if value == "" {
-					if i+1 >= len(args) {
-						return nil, nil, perfUsagef("option requires an argument -- '%c'", a[j])
-					}
-					i++
-					value = args[i]
-				}
-				opts = append(opts, ppArgLite{f, value, spelt})
-				break
-			}
-		default:
-			operands = append(operands, a)
 		}
-	}
-	return opts, operands, nil
-}
-
-// ppArgLite is one parsed perf option.
-type ppArgLite struct {
-	flag  *perfFlag
-	value string
-	spelt string
+		return nil, perfUsagef("option '-%c' is not supported by goverbs perf", c)
+	},
+	long: func(name string) (*perfFlag, error) {
+		for k := range perfFlags {
+			if perfFlags[k].long == name {
+				return &perfFlags[k], nil
+			}
+		}
+		return nil, perfUsagef("option '--%s' is not supported by goverbs perf", name)
+	},
+	hasArg:   func(f *perfFlag) bool { return f.hasArg },
+	longName: func(f *perfFlag) string { return f.long },
+	errorf:   perfUsagef,
 }
 
 // parsePerfArgs parses "TEST [options] [server]". help and version are
@@ -203,7 +154,7 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 	if !ok {
 		return nil, false, false, perfUsagef("unknown test %q", args[0])
 	}
-	opts, operands, err := perfGetopt(args[1:])
+	opts, operands, err := getopt(args[1:], perfGetopt)
 	if err != nil {
 		return nil, false, false, err
 	}

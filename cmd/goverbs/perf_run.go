@@ -202,13 +202,7 @@ func (p *perf) open() error {
 	if err != nil {
 		return fmt.Errorf("unable to find the Infiniband/RoCE device: %w", err)
 	}
-	var dev *verbs.Device
-	for i := range devs {
-		if o.devName == "" || devs[i].Name == o.devName {
-			dev = &devs[i]
-			break
-		}
-	}
+	dev := pickDevice(devs, o.devName)
 	if dev == nil {
 		if o.devName == "" {
 			return errors.New("no RDMA devices found")

@@ -105,65 +105,21 @@ func (f *ppFlag) name() string {
 }
 
 // ppArg is one parsed option.
-type ppArg struct {
-	flag  *ppFlag
-	value string
-	spelt string // as written, for messages
-}
+type ppArg = getoptArg[*ppFlag]
 
-// parseGetopt splits args as glibc's getopt_long does: short options may
-// be bundled (-ec) and take their argument attached or as the next word,
-// long options may be abbreviated and take --name=value or --name value,
-// operands may come anywhere (permutation) and "--" ends the options.
-func parseGetopt(args []string) (opts []ppArg, operands []string, err error) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return opts, append(operands, args[i+1:]...), nil
-		case strings.HasPrefix(a, "--"):
-			name, value, hasValue := strings.Cut(a[2:], "=")
-			f, err := lookupLong(name)
-			if err != nil {
-				return nil, nil, err
-			}
-			switch {
-			case f.hasArg && !hasValue:
-				if i+1 >= len(args) {
-					return nil, nil, fmt.Errorf("option '--%s' requires an argument", f.long)
-				}
-				i++
-				value = args[i]
-			case !f.hasArg && hasValue:
-				return nil, nil, fmt.Errorf("option '--%s' doesn't allow an argument", f.long)
-			}
-			opts = append(opts, ppArg{f, value, "--" + f.long})
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				f := lookupShort(a[j])
-				if f == nil {
-					return nil, nil, fmt.Errorf("invalid option -- '%c'", a[j])
-				}
-				if !f.hasArg {
-					opts = append(opts, ppArg{f, "", f.name()})
-					continue
-				}
-				value := a[j+1:]
-				if value == "" {
-					if i+1 >= len(args) {
-						return nil, nil, fmt.Errorf("option requires an argument -- '%c'", a[j])
-					}
-					i++
-					value = args[i]
-				}
-				opts = append(opts, ppArg{f, value, f.name()})
-				break
-			}
-		default:
-			operands = append(operands, a)
+// ppGetopt is the C pingpong tools' option table for getopt: long names
+// may be abbreviated, unknown options worded as glibc words them.
+var ppGetopt = getoptTable[*ppFlag]{
+	short: func(c byte) (*ppFlag, error) {
+		if f := lookupShort(c); f != nil {
+			return f, nil
 		}
-	}
-	return opts, operands, nil
+		return nil, fmt.Errorf("invalid option -- '%c'", c)
+	},
+	long:     lookupLong,
+	hasArg:   func(f *ppFlag) bool { return f.hasArg },
+	longName: func(f *ppFlag) string { return f.long },
+	errorf:   fmt.Errorf,
 }
 
 func lookupShort(c byte) *ppFlag {
@@ -257,7 +213,7 @@ func parseType(s string) (ppType, bool) {
 // parsePingpongArgs turns the command line into options. help is set for
 // -h; a returned error is a usage error.
 func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
-	opts, operands, err := parseGetopt(args)
+	opts, operands, err := getopt(args, ppGetopt)
 	if err != nil {
 		return nil, false, err
 	}

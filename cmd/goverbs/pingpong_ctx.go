@@ -100,13 +100,7 @@ func (pp *pingpong) run() error {
 	if err != nil {
 		return ppFail(err, "Failed to get IB devices list")
 	}
-	var dev *verbs.Device
-	for i := range devs {
-		if o.devName == "" || devs[i].Name == o.devName {
-			dev = &devs[i]
-			break
-		}
-	}
+	dev := pickDevice(devs, o.devName)
 	if dev == nil {
 		if o.devName == "" {
 			return ppFail(nil, "No IB devices found")
