@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -618,18 +619,64 @@ func TestRPMAExamples(t *testing.T) {
 	})
 }
 
-// A client finds no server: it is rejected; 01's client retries until the
-// server comes.
+// A client finds no server. What it meets depends on the transport the
+// device reports: on InfiniBand and RoCE the request reaches the remote CM,
+// which rejects it (a REJECTED event; 08 fails on it, 01 retries until the
+// server comes); on iWARP the TCP connection is made inside CONNECT, which
+// fails with ECONNREFUSED, so 08 and 01 alike fail in
+// rpma_conn_req_connect (01's retry loop covers REJECTED only). The C
+// peers, on real librpma, are the oracle: each Go client must end with the
+// C one's exit status and report the same failure.
 func TestRPMAExampleRejected(t *testing.T) {
-	b := newRPXBed(t, false)
-	port := rpxPort()
-	c := b.start(t, "go", "08-messages-ping-pong", "client", port, "1", "2")
-	err := c.wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 255 || c.stdout.String() != "" ||
-		c.stderr.String() != "rpma_conn_next_event returned an unexpected event: Connection rejected\n" {
-		t.Errorf("client without a server: %v", c)
+	b := newRPXBed(t, true)
+	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP
+	clients := [][]string{{"08-messages-ping-pong", "1", "2"}}
+	if iwarp {
+		clients = append(clients, []string{"01-connection"})
+	}
+	for _, cl := range clients {
+		port := rpxPort()
+		c := b.start(t, "c", cl[0], "client", port, cl[1:]...)
+		c.wait()
+		g := b.start(t, "go", cl[0], "client", port, cl[1:]...)
+		g.wait()
+		t.Logf("C client without a server: %v", c)
+		if c.status() == 0 || c.stdout.String() != "" || g.status() != c.status() || g.stdout.String() != "" {
+			t.Errorf("%s: the Go client's exit status %d (stdout %q), the C client's %d (stdout %q); want the same failure\nC: %v\nGo: %v",
+				cl[0], g.status(), g.stdout.String(), c.status(), c.stdout.String(), c, g)
+			continue
+		}
+		if !iwarp {
+			// The example's line, first on the C client's stderr (then
+			// the C peer's own report of the failed call), is the Go
+			// client's whole stderr.
+			const want = "rpma_conn_next_event returned an unexpected event: Connection rejected\n"
+			if !strings.HasPrefix(c.stderr.String(), want) || g.stderr.String() != want {
+				t.Errorf("%s: want stderr %q from both\nC: %v\nGo: %v", cl[0], want, c, g)
+			}
+			continue
+		}
+		// librpma logs the errno of rdma_connect; the example reports
+		// the call that failed with rpma_err_2str.
+		errno := regexp.MustCompile(`rdma_connect\(\) failed: (.+)\n`).FindStringSubmatch(c.stderr.String())
+		rpmaErr := regexp.MustCompile(`rpmaex: rpma_conn_req_connect\(.*\): (.+) \(-\d+\)\n`).FindStringSubmatch(c.stderr.String())
+		if errno == nil || rpmaErr == nil || !strings.EqualFold(errno[1], syscall.ECONNREFUSED.Error()) {
+			t.Errorf("%s: the C client did not fail in rpma_conn_req_connect with ECONNREFUSED: %v", cl[0], c)
+			continue
+		}
+		want := fmt.Sprintf("goverbs rpma-example %s client: rpma_conn_req_connect: %s: ", cl[0], rpmaErr[1])
+		ge := g.stderr.String()
+		if !strings.HasPrefix(ge, want) || !strings.HasSuffix(strings.ToLower(ge), ": "+strings.ToLower(errno[1])+"\n") ||
+			strings.Count(ge, "\n") != 1 {
+			t.Errorf("%s: the Go client's stderr %q; want one line %q...\": %s\", as the C client's\nC: %v\nGo: %v",
+				cl[0], ge, want, strings.ToLower(errno[1]), c, g)
+		}
+	}
+	if iwarp {
+		return // 01 does not retry: nothing comes back as REJECTED
 	}
 
+	port := rpxPort()
 	cli := b.start(t, "go", "01-connection", "client", port)
 	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(cli.stderr.String(), "Retrying...") {
