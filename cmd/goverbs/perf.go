@@ -62,6 +62,7 @@ type perfOptions struct {
 	all       bool
 	gbits     bool
 	cmpSwap   bool   // atomic: CMP_AND_SWAP instead of FETCH_AND_ADD
+	rdmaCM    bool   // -R: QPs connected by rdma_cm, the exchange over rdma_cm too
 	server    string // "": this end is the server
 }
 
@@ -92,6 +93,7 @@ var perfFlags = []perfFlag{
 	{'S', "sl", true, nil, "SL (default 0)"},
 	{'o', "outs", true, []perfVerb{perfRead, perfAtomic}, "number of outstanding reads/atomics (default the device's maximum)"},
 	{'A', "atomic_type", true, []perfVerb{perfAtomic}, "type of atomic operation: CMP_AND_SWAP or FETCH_AND_ADD (default)"},
+	{'R', "rdma_cm", false, nil, "connect QPs with rdma_cm and run the test on those QPs (the exchange runs over rdma_cm too)"},
 	{'F', "CPU-freq", false, nil, "accepted for perftest's sake: goverbs measures time, not cycles"},
 	{0, "report_gbits", false, nil, "report max/average BW in Gbit/sec (instead of MiB/sec)"},
 	{'V', "version", false, nil, "display the perftest version spoken"},
@@ -190,6 +192,8 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 			switch {
 			case f.short == 'N':
 				o.noPeak = true
+			case f.short == 'R':
+				o.rdmaCM = true
 			case f.short == 'a':
 				o.all = true
 			case f.long == "report_gbits":

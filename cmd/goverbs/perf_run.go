@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -23,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/perftest"
 	"github.com/goverbs/goverbs/mr"
@@ -51,7 +53,21 @@ type perf struct {
 	qp   *qp.QP
 	conn *perftest.Conn
 
+	// -R: the channel of both rdma_cm connections (the exchange's and
+	// the test QP's, whose ID owns qp), and the test connection's ID.
+	ch *cm.Channel
+	id *cm.ID
+
+	// ib_send_bw on iWARP, which has no RNR retry: the receiver grants
+	// credits by RDMA WRITE and the sender keeps within them
+	// (ctx_alloc_credit, send_rcredit).
+	credit    *mr.MR // [0:4] the count we write, [4:8] the count the peer wrote
+	creditSGE []verbs.SGE
+	creditWR  []verbs.SendWR
+	creditWC  []verbs.WorkCompletion // the send CQ's, apart from wc, which the receive loop is walking
+
 	linkLayer verbs.LinkLayer
+	qpAccess  mr.Access // the test QP's remote access (INIT)
 	mtu       verbs.MTU // after the exchange
 	outReads  int
 	cycle     int // cycle buffer, the larger of the two ends'
@@ -111,7 +127,11 @@ func (p *perf) setup(ctx context.Context) error {
 	if err := p.open(); err != nil {
 		return err
 	}
-	if o.server == "" {
+	if o.rdmaCM {
+		if err := p.connectExchangeCM(ctx); err != nil {
+			return err
+		}
+	} else if o.server == "" {
 		fmt.Fprint(p.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 		l, err := perftest.Listen(ctx, o.port)
 		if err != nil {
@@ -144,7 +164,20 @@ func (p *perf) setup(ctx context.Context) error {
 	if err := p.resources(); err != nil {
 		return err
 	}
+	if o.rdmaCM {
+		err = p.connectCM(ctx)
+	} else {
+		err = p.createQP()
+	}
+	if err != nil {
+		return err
+	}
 	p.printInfo()
+	if o.test.verb == perfSend && !o.test.lat && p.iWARP() {
+		if err := p.allocCredit(); err != nil {
+			return err
+		}
+	}
 
 	// The steps of the tools' mains: handshakes before the connection
 	// (ib_write_lat and ib_read_lat do one more), the QP brought up, the
@@ -159,11 +192,14 @@ func (p *perf) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if perftest.IsIPv4Mapped(p.my.GID) != perftest.IsIPv4Mapped(p.rem.GID) {
-		return errors.New("found incompatibility issue with GID types: please try to use a different IP version")
-	}
-	if err := p.connect(); err != nil {
-		return err
+	// With -R rdma_cm connected the QP already.
+	if !o.rdmaCM {
+		if perftest.IsIPv4Mapped(p.my.GID) != perftest.IsIPv4Mapped(p.rem.GID) {
+			return errors.New("found incompatibility issue with GID types: please try to use a different IP version")
+		}
+		if err := p.connect(); err != nil {
+			return err
+		}
 	}
 	if o.test.verb == perfSend {
 		if _, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
@@ -336,6 +372,11 @@ func (p *perf) resources() error {
 	case perfRead:
 		access |= mr.RemoteRead
 		qpAccess = mr.RemoteRead
+		if p.iWARP() {
+			// iWARP places READ responses as tagged writes into
+			// the reader's buffer: the sink needs remote write.
+			access |= mr.RemoteWrite
+		}
 	case perfSend:
 		qpAccess = mr.RemoteWrite | mr.LocalWrite
 	case perfAtomic:
@@ -356,22 +397,12 @@ func (p *perf) resources() error {
 	if p.cq, err = cq.New(p.ctx, cq.Options{CQE: o.txDepth}); err != nil {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
-	caps := qp.Caps{MaxSendWR: o.txDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
-	rcq := p.cq
+	p.qpAccess = qpAccess
 	if o.test.verb == perfSend {
-		caps.MaxRecvWR = o.rxDepth
 		if p.rcq, err = cq.New(p.ctx, cq.Options{CQE: o.rxDepth}); err != nil {
 			return fmt.Errorf("couldn't create CQ: %w", err)
 		}
-		rcq = p.rcq
 	}
-	if p.qp, err = qp.New(p.pd, qp.Options{Type: qp.RC, SendCQ: p.cq, RecvCQ: rcq, Caps: caps}); err != nil {
-		return fmt.Errorf("couldn't create QP: %w", err)
-	}
-	if err := p.qp.ToInit(qp.InitAttr{Port: uint8(o.ibPort), Access: qpAccess}); err != nil {
-		return fmt.Errorf("failed to modify QP to INIT: %w", err)
-	}
-	p.my.QPN = p.qp.QPN()
 	p.my.RKey = p.mr.RKey()
 	p.my.VAddr = p.mr.IOVA() + p.half
 	iters := o.iters
@@ -385,6 +416,33 @@ func (p *perf) resources() error {
 	p.rsge = []verbs.SGE{{Addr: p.rxBase, Length: uint32(o.size), LKey: p.mr.LKey()}}
 	p.rwr = []verbs.RecvWR{{SGList: p.rsge}}
 	p.wc = make([]verbs.WorkCompletion, perfPollBatch)
+	return nil
+}
+
+// qpOptions are the test QP's: RC, tx_depth sends, rx_depth receives for
+// the SEND tests (one otherwise), one SGE.
+func (p *perf) qpOptions() qp.Options {
+	o := p.o
+	caps := qp.Caps{MaxSendWR: o.txDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
+	rcq := p.cq
+	if o.test.verb == perfSend {
+		caps.MaxRecvWR = o.rxDepth
+		rcq = p.rcq
+	}
+	return qp.Options{Type: qp.RC, SendCQ: p.cq, RecvCQ: rcq, Caps: caps}
+}
+
+// createQP creates the QP and moves it to INIT (the exchange over TCP;
+// ctx_connect takes it on once the peer's address is known).
+func (p *perf) createQP() error {
+	var err error
+	if p.qp, err = qp.New(p.pd, p.qpOptions()); err != nil {
+		return fmt.Errorf("couldn't create QP: %w", err)
+	}
+	if err := p.qp.ToInit(qp.InitAttr{Port: uint8(p.o.ibPort), Access: p.qpAccess}); err != nil {
+		return fmt.Errorf("failed to modify QP to INIT: %w", err)
+	}
+	p.my.QPN = p.qp.QPN()
 	return nil
 }
 
@@ -428,6 +486,9 @@ func (p *perf) printInfo() {
 	fmt.Fprintf(w, "                    %s %s Test\n", verb, kind)
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.devName)
 	transport := "IB"
+	if p.iWARP() {
+		transport = "IW"
+	}
 	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : %s\n", transport)
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if o.server != "" || o.test.lat {
@@ -450,8 +511,17 @@ func (p *perf) printInfo() {
 	if o.server != "" || o.test.lat {
 		fmt.Fprintf(w, " Max inline data : 0[B]\n")
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	if o.rdmaCM {
+		fmt.Fprintf(w, " rdma_cm QPs\t : ON\n")
+		fmt.Fprintf(w, " Data ex. method : rdma_cm")
+		if o.server == "" {
+			fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", perftest.ResultLine)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	}
 	fmt.Fprint(w, perftest.ResultLine)
 }
 
@@ -459,10 +529,16 @@ func (p *perf) printInfo() {
 func (p *perf) printDest(side string, d perftest.Dest) {
 	w := p.stdout
 	fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", side, cAltHex(uint64(d.LID), 4), cAltHex(uint64(d.QPN), 6), cAltHex(uint64(d.PSN), 6))
-	if p.o.test.verb == perfRead {
+	// The C tools print by the verb of the exchange's parameters, which
+	// with -R are the rdma_cm exchange's own: SEND (create_comm_struct).
+	verb := p.o.test.verb
+	if p.o.rdmaCM {
+		verb = perfSend
+	}
+	if verb == perfRead {
 		fmt.Fprintf(w, " OUT %s", cAltHex(uint64(d.OutReads), 4))
 	}
-	if p.o.test.verb == perfRead || p.o.test.verb == perfWrite {
+	if verb == perfRead || verb == perfWrite {
 		fmt.Fprintf(w, " RKey %s VAddr %s", cAltHex(uint64(d.RKey), 8), cAltHex(d.VAddr, 16))
 	}
 	fmt.Fprintln(w)
@@ -591,6 +667,9 @@ func (p *perf) iterBW(ctx context.Context, size uint64) error {
 	spins := 0
 	for scnt < iters || ccnt < iters {
 		for scnt < iters && scnt-ccnt+1 <= uint64(o.txDepth) {
+			if p.credit != nil && uint32(scnt+1)-atomic.LoadUint32(p.creditWord(1)) >= uint32(o.rxDepth) {
+				break // wait for the receiver's credit
+			}
 			if scnt%cqMod == 0 && cqMod > 1 && scnt != iters-1 {
 				wr.Flags &^= verbs.SendSignaled
 			}
@@ -809,6 +888,11 @@ func (p *perf) runSend(ctx context.Context) error {
 		if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
 			return err
 		}
+		if p.credit != nil {
+			// ib_send_bw zeroes the credit it was granted before
+			// each size; the receiver counts again from 0.
+			atomic.StoreUint32(p.creditWord(1), 0)
+		}
 		var err error
 		switch {
 		case o.test.lat:
@@ -878,6 +962,11 @@ func (p *perf) iterBWServer(ctx context.Context, size uint64) error {
 	posted := uint64(o.rxDepth)
 	var rcnt uint64
 	first := true
+	var scredit int // credit writes not completed yet
+	creditCnt := uint64(max(o.rxDepth/3, 1))
+	if p.credit != nil {
+		p.creditWR[0].RemoteAddr, p.creditWR[0].RKey = p.rem.VAddr, p.rem.RKey
+	}
 	for spins := 1; rcnt < iters; spins++ {
 		n, err := p.rcq.Poll(p.wc)
 		if err != nil {
@@ -911,10 +1000,79 @@ func (p *perf) iterBWServer(ctx context.Context, size uint64) error {
 					}
 				}
 			}
+			if p.credit != nil && rcnt%uint64(o.rxDepth)%creditCnt == 0 {
+				if err := p.grantCredit(ctx, rcnt, &scredit); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	p.completed[0] = p.now()
+	for scredit > 0 {
+		if err := p.reapCredits(ctx, &scredit); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// allocCredit is ctx_alloc_credit: the credit words, which the
+// handshakes then advertise in place of the test buffer.
+func (p *perf) allocCredit() error {
+	var err error
+	if p.credit, err = mr.New(p.pd, 8, mr.LocalWrite|mr.RemoteWrite); err != nil {
+		return fmt.Errorf("couldn't allocate MR: %w", err)
+	}
+	p.my.RKey = p.credit.RKey()
+	p.my.VAddr = p.credit.IOVA() + 4
+	p.creditSGE = []verbs.SGE{{Addr: p.credit.IOVA(), Length: 4, LKey: p.credit.LKey()}}
+	p.creditWR = []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: p.creditSGE}}
+	p.creditWC = make([]verbs.WorkCompletion, perfPollBatch)
+	return nil
+}
+
+// creditWord is the credit buffer's i-th 32-bit word, written in host
+// order as C does.
+func (p *perf) creditWord(i int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&p.credit.Bytes()[4*i]))
+}
+
+// grantCredit writes the count of receives so far into the sender's
+// credit word, at most tx_depth writes outstanding (run_iter_bw_server).
+func (p *perf) grantCredit(ctx context.Context, rcnt uint64, scredit *int) error {
+	atomic.StoreUint32(p.creditWord(0), uint32(rcnt))
+	for *scredit >= p.o.txDepth {
+		if err := p.reapCredits(ctx, scredit); err != nil {
+			return err
+		}
+	}
+	if err := p.qp.PostSend(p.creditWR); err != nil {
+		return fmt.Errorf("couldn't post send: credit = %d: %w", rcnt, err)
+	}
+	*scredit++
+	return nil
+}
+
+// reapCredits polls the send CQ for completed credit writes.
+func (p *perf) reapCredits(ctx context.Context, scredit *int) error {
+	for spins := 1; ; spins++ {
+		n, err := p.cq.Poll(p.creditWC)
+		if err != nil {
+			return fmt.Errorf("poll send CQ failed: %w", err)
+		}
+		for i := range p.creditWC[:n] {
+			if c := &p.creditWC[i]; c.Status != verbs.WCSuccess {
+				return fmt.Errorf("poll send CQ error: status %s (%d) credit scredit=%d", c.Status, int(c.Status), *scredit)
+			}
+			*scredit--
+		}
+		if n > 0 {
+			return nil
+		}
+		if spins%perfSpinCheck == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
 
 // iterLatSend is run_iter_lat_send: a SEND ping-pong, the server
@@ -990,8 +1148,17 @@ func cacheLineSize() int {
 // first failure.
 func (p *perf) close() error {
 	var errs []error
+	if p.id != nil {
+		// The ID owns the QP: closing it destroys the QP.
+		p.id.Disconnect()
+		errs = append(errs, p.id.Close())
+		p.qp = nil
+	}
 	if p.conn != nil {
 		p.conn.Close()
+	}
+	if p.ch != nil {
+		errs = append(errs, p.ch.Close())
 	}
 	if p.qp != nil {
 		errs = append(errs, p.qp.Close())
@@ -1001,6 +1168,9 @@ func (p *perf) close() error {
 	}
 	if p.rcq != nil {
 		errs = append(errs, p.rcq.Close())
+	}
+	if p.credit != nil {
+		errs = append(errs, p.credit.Close())
 	}
 	if p.mr != nil {
 		errs = append(errs, p.mr.Close())
@@ -1015,6 +1185,176 @@ func (p *perf) close() error {
 		if err != nil {
 			return fmt.Errorf("failed to destroy resources: %w", err)
 		}
+	}
+	return nil
+}
+
+// iWARP reports whether the device is an iWARP one (node type RNIC): its
+// QPs connect only through rdma_cm (-R), and RDMA READ sinks need remote
+// write access.
+func (p *perf) iWARP() bool {
+	return p.ctx != nil && p.ctx.Device().NodeType.Transport() == verbs.TransportIWARP
+}
+
+// perfCMTries and perfCMRetryDelay are rdma_cm_client_connection's: a
+// client whose test connection fails (the server may not listen yet)
+// tries again, 10 times in all, 100 ms apart.
+const (
+	perfCMTries      = 10
+	perfCMRetryDelay = 100 * time.Millisecond
+)
+
+// connectExchangeCM is establish_connection with -R: the exchange's own
+// rdma_cm connection on the test's port, on a channel that uses this
+// run's device context for the test connection that follows.
+func (p *perf) connectExchangeCM(ctx context.Context) error {
+	o := p.o
+	var err error
+	if p.ch, err = cm.NewChannel(); err != nil {
+		return fmt.Errorf("unable to create the RDMA_CM event channel: %w", err)
+	}
+	if err := p.ch.AttachContext(p.ctx); err != nil {
+		return err
+	}
+	if o.server == "" {
+		fmt.Fprint(p.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		l, err := perftest.ListenCM(p.ch, o.port)
+		if err != nil {
+			return err
+		}
+		p.conn, err = perftest.AcceptCM(ctx, l)
+		l.Close()
+		return err
+	}
+	if p.conn, err = perftest.DialCM(ctx, p.ch, o.server, o.port); err != nil {
+		return err
+	}
+	// perftest's main sleeps a second after establish_connection. It
+	// also keeps the client's first message clear of siw's window
+	// after accepting (docs/providers.md, "siw: who sends first").
+	select {
+	case <-time.After(time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// connectCM is create_rdma_cm_connection: a handshake, the test QP
+// created on an rdma_cm ID and connected through it on the test's port
+// (the server listening again there, the client retrying until it
+// does), and a handshake once connected. The addresses exchanged after
+// it carry only what the measurement needs (rkey, vaddr, out_reads).
+func (p *perf) connectCM(ctx context.Context) error {
+	o := p.o
+	var l *cm.ID
+	if o.server == "" {
+		// Listening before the handshake tells the client to go on:
+		// its first try then finds us.
+		var err error
+		if l, err = perftest.ListenCM(p.ch, o.port); err != nil {
+			return err
+		}
+		defer l.Close()
+	}
+	if _, err := p.conn.HandShake(ctx, perftest.Dest{}, p.withGID); err != nil {
+		return err
+	}
+	param := cm.ConnParam{RetryCount: perftest.RetryCount, RNRRetryCount: perftest.RetryCount, Exact: true}
+	if o.test.verb == perfRead || o.test.verb == perfAtomic {
+		param.ResponderResources = uint8(p.outReads)
+		param.InitiatorDepth = uint8(p.outReads)
+	}
+	var err error
+	if o.server == "" {
+		err = p.acceptCM(ctx, l, param)
+	} else {
+		for try := 1; ; try++ {
+			if err = p.dialCM(ctx, param); err == nil || try == perfCMTries || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-time.After(perfCMRetryDelay):
+			case <-ctx.Done():
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("failed to connect RDMA CM client, tried %d times: %w", perfCMTries, err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.my.QPN = p.qp.QPN()
+	if _, err := p.conn.HandShake(ctx, perftest.Dest{}, p.withGID); err != nil {
+		return err
+	}
+	return nil
+}
+
+// adoptCM makes id the test connection's and creates its QP, which must
+// be on this run's device.
+func (p *perf) adoptCM(id *cm.ID) error {
+	p.id = id
+	if c := id.Context(); c != p.ctx {
+		name := "none"
+		if c != nil {
+			name = c.Device().Name
+		}
+		return fmt.Errorf("rdma_cm bound the test connection to device %s, not %s (-d)", name, p.o.devName)
+	}
+	var err error
+	if p.qp, err = id.CreateQP(p.pd, p.qpOptions()); err != nil {
+		return fmt.Errorf("failed to create QP: %w", err)
+	}
+	return nil
+}
+
+// acceptCM is the server's rdma_cm_connection_request_handler.
+func (p *perf) acceptCM(ctx context.Context, l *cm.ID, param cm.ConnParam) error {
+	id, _, err := l.GetRequest(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to get RDMA CM event: %w", err)
+	}
+	if err := p.adoptCM(id); err != nil {
+		id.Reject(nil)
+		return err
+	}
+	if err := id.Accept(ctx, param); err != nil {
+		return fmt.Errorf("failed to accept RDMA CM connection: %w", err)
+	}
+	return nil
+}
+
+// dialCM is one try of the client's test connection (resolve address,
+// route, QP, connect); a failed try leaves nothing behind.
+func (p *perf) dialCM(ctx context.Context, param cm.ConnParam) (err error) {
+	a, err := perftest.ResolveIPv4(ctx, p.o.server)
+	if err != nil {
+		return err
+	}
+	id, err := p.ch.CreateID(cm.TCP)
+	if err != nil {
+		return fmt.Errorf("failed to create RDMA CM ID: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			id.Close()
+			p.id, p.qp = nil, nil
+		}
+	}()
+	dst := netip.AddrPortFrom(a, uint16(p.o.port))
+	if err := id.ResolveAddr(ctx, netip.AddrPort{}, dst); err != nil {
+		return fmt.Errorf("failed to resolve RDMA CM address: %w", err)
+	}
+	if err := id.ResolveRoute(ctx); err != nil {
+		return fmt.Errorf("failed to resolve RDMA CM route: %w", err)
+	}
+	if err := p.adoptCM(id); err != nil {
+		return err
+	}
+	if _, err := id.Connect(ctx, param); err != nil {
+		return fmt.Errorf("failed to connect through RDMA CM: %w", err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,6 +63,11 @@ func TestPerfArgs(t *testing.T) {
 	if o, _, _, _ := parsePerfArgs([]string{"write-bw", "-n", "20001"}); o == nil || !o.noPeak {
 		t.Error("-n 20001: the peak is not turned off")
 	}
+	for _, args := range [][]string{{"send-bw", "-R"}, {"read-lat", "--rdma_cm"}} {
+		if o, _, _, err := parsePerfArgs(args); err != nil || !o.rdmaCM {
+			t.Errorf("%q: rdma_cm not set (%v)", args, err)
+		}
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -69,7 +75,7 @@ func TestPerfArgs(t *testing.T) {
 		{nil, "missing test"},
 		{[]string{"atomic-bw"}, "unknown test"},
 		{[]string{"write-bw", "-b"}, "'-b' is not supported"},
-		{[]string{"write-bw", "-R"}, "'-R' is not supported"},
+		{[]string{"write-bw", "-z"}, "'-z' is not supported"},
 		{[]string{"write-bw", "--duration=5"}, "'--duration' is not supported"},
 		{[]string{"write-bw", "--perform_warm_up"}, "not supported"},
 		{[]string{"write-bw", "-q", "2"}, "one QP"},
@@ -127,23 +133,22 @@ func TestPerfCAltHex(t *testing.T) {
 // perfBed is what a perftest interop run needs: the device, the C tools,
 // taskset.
 type perfBed struct {
+	ctx     *verbs.Context
 	dev     string
 	addr    string
 	taskset string
 }
 
-func newPerfBed(t *testing.T) *perfBed {
+// newPerfBed sets the bed up. Unless rdmaCM (every run passes -R), the
+// test needs QPs connected by modify: perftest's default exchange
+// connects them with the exchanged QPN and GID, which iWARP cannot.
+func newPerfBed(t *testing.T, rdmaCM bool) *perfBed {
 	t.Helper()
-	dev := testutil.Device(t)
-	ctx, err := verbs.OpenDevice(dev)
-	if err != nil {
-		t.Fatal(err)
+	ctx := testutil.Open(t)
+	if !rdmaCM {
+		testutil.SkipUnlessModifyConnects(t, ctx)
 	}
-	defer ctx.Close()
-	// perftest's default exchange connects QPs by modify with the
-	// exchanged QPN and GID: not on iWARP (that needs -R, rdma_cm).
-	testutil.SkipUnlessModifyConnects(t, ctx)
-	b := &perfBed{dev: dev.Name, addr: testutil.Addr(t)}
+	b := &perfBed{ctx: ctx, dev: ctx.Device().Name, addr: testutil.Addr(t)}
 	for _, tool := range []string{"ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat", "ib_send_bw", "ib_send_lat", "ib_atomic_lat"} {
 		testutil.LookPath(t, tool)
 	}
@@ -198,10 +203,14 @@ func (b *perfBed) pair(t *testing.T, test perfTest, srv, cli string, args ...str
 func (b *perfBed) tryPair(t *testing.T, test perfTest, srv, cli string, args ...string) (server, client *proc, failure string) {
 	t.Helper()
 	port := ppPort()
+	rdmaCM := slices.Contains(args, "-R")
 	args = append([]string{"-d", b.dev, "-p", strconv.Itoa(port)}, args...)
 	server = b.start(t, srv, test, 0, args...)
 	deadline := time.Now().Add(90 * time.Second)
-	for !listening(port) {
+	// With -R the server listens on an rdma_cm ID (which on InfiniBand
+	// and RoCE has no TCP socket), and the C client does not retry its
+	// first connection.
+	for rdmaCM && !cmListening(t, "TCP", port) || !rdmaCM && !listening(port) {
 		if server.exited() {
 			t.Fatalf("server exited before listening: %v", server)
 		}
@@ -287,29 +296,48 @@ var perfImplPairs = [][2]string{{"go", "c"}, {"c", "go"}, {"go", "go"}} // serve
 // perftest's columns with the size and iterations asked for. The
 // bandwidth server prints the client's report, received over the
 // exchange: it must be the client's line, to the character.
+//
+// With -R (rdma_cm: the exchange and the test QP's connection) a few
+// pairs run on every device, iWARP included, whose QPs connect only that
+// way; the rest needs QPs connected by modify and runs where the device
+// has that.
 func TestPerfInterop(t *testing.T) {
-	bed := newPerfBed(t)
+	bed := newPerfBed(t, true)
 	const iters = 20
-	cases := []struct {
+	type perfCase struct {
 		test  string
 		args  []string
 		sizes []uint64
-	}{
-		{"write-bw", nil, []uint64{65536}},
-		{"write-bw", []string{"-s", "64", "-t", "8", "-Q", "4"}, []uint64{64}},
-		{"write-lat", nil, []uint64{2}},
-		{"read-bw", []string{"-s", "4096"}, []uint64{4096}},
-		{"read-lat", []string{"-s", "64"}, []uint64{64}},
-		{"send-bw", nil, []uint64{65536}},
-		{"send-bw", []string{"-s", "100", "-r", "8", "-t", "4"}, []uint64{100}},
-		{"send-lat", nil, []uint64{2}},
-		{"atomic-lat", nil, []uint64{8}},
-		{"atomic-lat", []string{"-A", "CMP_AND_SWAP"}, []uint64{8}},
+		goGo  bool // a Go/Go pair too, despite args
+	}
+	cmCases := []perfCase{
+		{"write-bw", []string{"-R"}, []uint64{65536}, true},
+		{"read-bw", []string{"-R", "-s", "4096"}, []uint64{4096}, false},
+		{"send-bw", []string{"-R"}, []uint64{65536}, true},
+		{"send-lat", []string{"-R"}, []uint64{2}, false},
+	}
+	modifyCases := []perfCase{
+		{"write-bw", nil, []uint64{65536}, false},
+		{"write-bw", []string{"-s", "64", "-t", "8", "-Q", "4"}, []uint64{64}, false},
+		{"write-lat", nil, []uint64{2}, false},
+		{"read-bw", []string{"-s", "4096"}, []uint64{4096}, false},
+		{"read-lat", []string{"-s", "64"}, []uint64{64}, false},
+		{"send-bw", nil, []uint64{65536}, false},
+		{"send-bw", []string{"-s", "100", "-r", "8", "-t", "4"}, []uint64{100}, false},
+		{"send-lat", nil, []uint64{2}, false},
+		{"atomic-lat", nil, []uint64{8}, false},
+		{"atomic-lat", []string{"-A", "CMP_AND_SWAP"}, []uint64{8}, false},
+	}
+	cases := cmCases
+	if !testutil.IWARP(bed.ctx) {
+		cases = append(cases, modifyCases...)
+	} else {
+		t.Run("qp-modify", func(t *testing.T) { testutil.SkipUnlessModifyConnects(t, bed.ctx) })
 	}
 	for _, c := range cases {
 		test, _ := lookupPerfTest(c.test)
 		for _, impls := range perfImplPairs {
-			if impls[0] == impls[1] && len(c.args) > 0 {
+			if impls[0] == impls[1] && len(c.args) > 0 && !c.goGo {
 				continue
 			}
 			name := fmt.Sprintf("%s%s/%s-server/%s-client", c.test, strings.Join(c.args, ""), impls[0], impls[1])
@@ -326,7 +354,7 @@ func TestPerfInterop(t *testing.T) {
 // a Go server with ib_send_bw's client (whose ends handshake between
 // sizes). Five iterations a size keep it short.
 func TestPerfSweep(t *testing.T) {
-	bed := newPerfBed(t)
+	bed := newPerfBed(t, false)
 	var sizes []uint64
 	for i := 1; i < 24; i++ {
 		sizes = append(sizes, 1<<i)
@@ -391,7 +419,7 @@ func checkPerfPair(t *testing.T, test perfTest, iters int, sizes []uint64, serve
 // and read tools; for ib_write_lat's ping-pong the server runs as many
 // rounds), then both finish the exchange normally.
 func TestPerfAllocs(t *testing.T) {
-	bed := newPerfBed(t)
+	bed := newPerfBed(t, false)
 	const runs = 3
 	for _, name := range []string{"write-bw", "read-bw", "read-lat", "atomic-lat", "write-lat"} {
 		t.Run(name, func(t *testing.T) {

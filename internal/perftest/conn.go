@@ -12,9 +12,11 @@ import (
 )
 
 // Conn is one end of the exchange. The client writes each message before
-// reading the peer's; the server reads first (ctx_xchg_data_ethernet).
+// reading the peer's; the server reads first (ctx_xchg_data_ethernet,
+// ctx_xchg_data_rdma).
 type Conn struct {
-	nc     net.Conn
+	nc     net.Conn  // the TCP exchange
+	msgs   messenger // the rdma_cm exchange (perftest's -R), or nil
 	client bool
 	// PeerVersion is the peer's version, once Versions ran.
 	PeerVersion float64
@@ -55,8 +57,26 @@ func Accept(ctx context.Context, l net.Listener) (*Conn, error) {
 	return &Conn{nc: nc}, nil
 }
 
+// messenger carries the exchange as messages: each write is one message
+// of exactly its bytes, each read one message of exactly the size the
+// reader expects (perftest's rdma_cm exchange).
+type messenger interface {
+	sendMsg(ctx context.Context, b []byte) error
+	recvMsg(ctx context.Context, b []byte) error
+	close() error
+}
+
+// RDMACM reports whether the exchange runs over rdma_cm (DialCM,
+// AcceptCM) rather than TCP.
+func (c *Conn) RDMACM() bool { return c.msgs != nil }
+
 // Close closes the connection.
-func (c *Conn) Close() error { return c.nc.Close() }
+func (c *Conn) Close() error {
+	if c.msgs != nil {
+		return c.msgs.close()
+	}
+	return c.nc.Close()
+}
 
 // Client reports whether this is the connecting end.
 func (c *Conn) Client() bool { return c.client }
@@ -64,6 +84,25 @@ func (c *Conn) Client() bool { return c.client }
 // exchange sends mine and receives len(rem) bytes of the peer's, in the
 // order of the end's role.
 func (c *Conn) exchange(ctx context.Context, mine, rem []byte) error {
+	if c.msgs != nil {
+		var err error
+		if c.client {
+			if err = c.msgs.sendMsg(ctx, mine); err == nil {
+				err = c.msgs.recvMsg(ctx, rem)
+			}
+		} else {
+			if err = c.msgs.recvMsg(ctx, rem); err == nil {
+				err = c.msgs.sendMsg(ctx, mine)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("perftest: exchange with peer over rdma_cm: %w", err)
+		}
+		return nil
+	}
 	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var err error
@@ -148,8 +187,16 @@ func (c *Conn) MTU(ctx context.Context, mtu int) (int, error) {
 
 // HandShake sends our address and receives the peer's (ctx_hand_shake).
 // withGID picks the message with the GID: perftest uses it whenever a GID
-// index is in use, which is always on Ethernet (RoCE).
+// index is in use, which is always on Ethernet (RoCE). Over rdma_cm the
+// message is struct pingpong_dest itself (MarshalDestCM), GID included.
 func (c *Conn) HandShake(ctx context.Context, my Dest, withGID bool) (Dest, error) {
+	if c.msgs != nil {
+		rem := make([]byte, DestCMSize)
+		if err := c.exchange(ctx, MarshalDestCM(my), rem); err != nil {
+			return Dest{}, err
+		}
+		return ParseDestCM(rem)
+	}
 	mine, err := MarshalDest(my, withGID)
 	if err != nil {
 		return Dest{}, err
@@ -216,10 +263,14 @@ func (c *Conn) ExchangeBWReports(ctx context.Context, my BWReport) (BWReport, er
 }
 
 // Finish is ctx_close_connection: a last handshake, then "done", then the
-// socket is closed. The peer's "done" is never read, as in C.
+// socket is closed. The peer's "done" is never read, as in C. Over
+// rdma_cm it is the handshake alone; Close ends the connection.
 func (c *Conn) Finish(ctx context.Context, my Dest, withGID bool) error {
 	if _, err := c.HandShake(ctx, my, withGID); err != nil {
 		return err
+	}
+	if c.msgs != nil {
+		return nil
 	}
 	if _, err := c.nc.Write([]byte(Done)); err != nil {
 		return fmt.Errorf("perftest: write done: %w", err)
