@@ -705,13 +705,13 @@ func (id *ID) iWARP() bool {
 }
 
 // syncQP adopts the QP state the kernel set (iWARP: RTS once
-// established).
+// established; qp.QP.SyncEstablished).
 func (id *ID) syncQP() error {
 	q := id.QP()
 	if q == nil {
 		return nil
 	}
-	if _, err := q.SyncState(); err != nil {
+	if _, err := q.SyncEstablished(); err != nil {
 		return fmt.Errorf("cm: QP state after connecting: %w", err)
 	}
 	return nil

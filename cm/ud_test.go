@@ -9,7 +9,6 @@ import (
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/testutil"
-	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -116,9 +115,7 @@ func TestMigrate(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if attr, err := id.QP().Query(); err != nil || attr.State != qp.RTS {
-		t.Fatalf("QP of the migrated ID after its old channel closed: %+v %v", attr, err)
-	}
+	connectedState(t, id.QP()) // the migrated ID's QP after its old channel closed
 	if err := id.Disconnect(); err != nil {
 		t.Fatalf("disconnect after the old channel closed: %v", err)
 	}

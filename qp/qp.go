@@ -398,11 +398,21 @@ func (q *QP) State() State {
 	return q.state
 }
 
+// ErrStateNotReported is the error of SyncState when the kernel's QUERY_QP
+// answer carries no QP state. It is recognised by an answer no QP goverbs
+// drives can be in: RESET for a QP goverbs moved out of RESET (only a
+// modify from user space brings a QP back to RESET). siw on Linux 6.1
+// leaves the state out of its query (uverbs zeroes the buffer it answers
+// from, so the state reads as RESET); siw on 6.12 reports it.
+var ErrStateNotReported = errors.New("qp: the device's QUERY_QP does not report the QP state")
+
 // SyncState asks the kernel for the QP's state (QUERY_QP) and adopts it as
 // the state posting checks. It is for transports where the kernel moves
 // the QP itself: on iWARP the connection manager moves it to RTS when the
 // connection is established, with no modify from user space (INIT_QP_ATTR
-// for RTS returns an empty mask there).
+// for RTS returns an empty mask there). When the device does not report
+// the state, SyncState keeps goverbs' state and returns it with
+// ErrStateNotReported.
 func (q *QP) SyncState() (State, error) {
 	a, err := q.Query()
 	if err != nil {
@@ -413,8 +423,33 @@ func (q *QP) SyncState() (State, error) {
 	if q.closed {
 		return 0, verbs.ErrClosed
 	}
+	if a.State == Reset && q.state != Reset {
+		return q.state, ErrStateNotReported
+	}
 	q.setState(a.State)
 	return a.State, nil
+}
+
+// SyncEstablished adopts the state of a QP whose connection the connection
+// manager has just established and moved to RTS itself (iWARP). It asks
+// the kernel (SyncState), so a QP the kernel has moved on since (the peer
+// closed already: SQD or ERR) is seen as such; when the device does not
+// report the state (ErrStateNotReported), a QP goverbs left in INIT or RTR
+// takes RTS, where the connection manager put it.
+func (q *QP) SyncEstablished() (State, error) {
+	s, err := q.SyncState()
+	if !errors.Is(err, ErrStateNotReported) {
+		return s, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return 0, verbs.ErrClosed
+	}
+	if q.state == Init || q.state == RTR {
+		q.setState(RTS)
+	}
+	return q.state, nil
 }
 
 func (q *QP) destroy() error {
