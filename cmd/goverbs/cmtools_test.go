@@ -383,9 +383,16 @@ func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []
 			continue
 		}
 		if err != nil {
+			// rping's client once got EADDRNOTAVAIL from CONNECT on
+			// siw (docs/providers.md): keep the TCP table, where a
+			// socket holding the 4-tuple would show.
+			tcp := ""
+			if strings.Contains(strings.ToLower(out), "cannot assign requested address") {
+				tcp = "\n\nTCP sockets after the failure:\n" + strings.Join(testutil.TCPSockets(), "\n")
+			}
 			server.cmd.Process.Kill()
 			server.wait()
-			return client, fmt.Errorf("client failed: %v\n\nserver %v", client, server)
+			return client, fmt.Errorf("client failed: %v\n\nserver %v%s", client, server, tcp)
 		}
 		return client, nil
 	}

@@ -64,3 +64,36 @@ func hexAddr(s string) string {
 	binary.NativeEndian.PutUint32(ip[:], uint32(v))
 	return fmt.Sprintf("%d.%d.%d.%d:%d", ip[0], ip[1], ip[2], ip[3], hexPort(s))
 }
+
+// tcpStates names /proc/net/tcp's st column (include/net/tcp_states.h).
+var tcpStates = map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+	"05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+// TCPSockets lists every IPv4 TCP socket of the network namespace,
+// kernel sockets (siw's) included, as "local -> remote STATE", from
+// /proc/net/tcp: the evidence to keep when a connect fails with
+// EADDRNOTAVAIL (a socket holding the 4-tuple).
+func TCPSockets() []string {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return ParseTCPSockets(string(b))
+}
+
+// ParseTCPSockets is TCPSockets on the text of /proc/net/tcp.
+func ParseTCPSockets(procNetTCP string) []string {
+	var out []string
+	for _, line := range strings.Split(procNetTCP, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		st, ok := tcpStates[f[3]]
+		if !ok {
+			st = "state " + f[3]
+		}
+		out = append(out, fmt.Sprintf("%s -> %s %s", hexAddr(f[1]), hexAddr(f[2]), st))
+	}
+	return out
+}
