@@ -90,17 +90,12 @@ func setupErr(id *cm.ID) (*end, error) {
 // QP numbers nor padded private data.
 // connectedState checks that a connected QP is in RTS: the state the
 // kernel reports, or goverbs' own where the device does not report it
-// (siw on 6.1; qp.ErrStateNotReported).
+// (siw on 6.1; testutil.QPState).
 func connectedState(t testing.TB, q *qp.QP) {
 	t.Helper()
-	s, err := q.SyncState()
-	if errors.Is(err, qp.ErrStateNotReported) {
-		t.Logf("the device does not report the QP state (QUERY_QP answers RESET); goverbs' state: %v", s)
-		err = nil
-	}
-	if err != nil || s != qp.RTS {
-		a, qerr := q.Query()
-		t.Fatalf("QP state after connect: %v %v (QUERY_QP: %+v %v)", s, err, a, qerr)
+	if s := testutil.QPState(t, q); s != qp.RTS {
+		a, err := q.Query()
+		t.Fatalf("QP state after connect: %v (QUERY_QP: %+v %v)", s, a, err)
 	}
 }
 

@@ -252,12 +252,8 @@ func TestErrorCompletions(t *testing.T) {
 				t.Fatalf("flushed receive %d: %+v (%s)", i, wc, wc.Status)
 			}
 		}
-		attr, err := p.B.QP.Query()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if attr.State != qp.Error {
-			t.Errorf("queried state %s", attr.State)
+		if s := testutil.QPState(t, p.B.QP); s != qp.Error {
+			t.Errorf("state after ToError: %s", s)
 		}
 		// Sends posted in ERR complete flushed too (siw never flushes a
 		// send posted after its QP left RTS: qp refuses it).

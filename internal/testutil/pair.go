@@ -256,3 +256,20 @@ func NoCompletion(t testing.TB, c *cq.CQ) {
 func SGE(m *mr.MR, off, n int) verbs.SGE {
 	return verbs.SGE{Addr: m.IOVA() + uint64(off), Length: uint32(n), LKey: m.LKey()}
 }
+
+// QPState returns the QP's state as the kernel reports it, adopting it
+// (qp.QP.SyncState); on a device whose QUERY_QP does not report the state
+// (siw on 6.1: qp.ErrStateNotReported) it logs that and returns the state
+// goverbs moved the QP to.
+func QPState(t testing.TB, q *qp.QP) qp.State {
+	t.Helper()
+	s, err := q.SyncState()
+	if errors.Is(err, qp.ErrStateNotReported) {
+		t.Logf("the device does not report the QP state (QUERY_QP answers RESET); goverbs' state: %v", s)
+		return s
+	}
+	if err != nil {
+		t.Fatalf("QP state: %v", err)
+	}
+	return s
+}
