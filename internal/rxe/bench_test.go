@@ -42,3 +42,25 @@ func BenchmarkPollCQEmpty(b *testing.B) {
 		l.Unlock()
 	}
 }
+
+// BenchmarkWriteSend: encoding one single-SGE 64-byte SEND or RDMA WRITE
+// into a send queue slot in plain memory (no device, no doorbell): the
+// WQE part of PostSend's user-space cost.
+func BenchmarkWriteSend(b *testing.B) {
+	for _, op := range []verbs.WROpcode{verbs.WRSend, verbs.WRRDMAWrite} {
+		b.Run(op.String(), func(b *testing.B) {
+			q, err := NewQueue(fakeQueue(b, 9, 64), SendWQESize(1, 64))
+			if err != nil {
+				b.Fatal(err)
+			}
+			wr := &verbs.SendWR{Opcode: op, SGList: []verbs.SGE{{Addr: 0x1000, Length: 64, LKey: 1}},
+				RemoteAddr: 0x2000, RKey: 2}
+			b.ReportAllocs()
+			i := uint32(0)
+			for b.Loop() {
+				WriteSend(q.Elem(i), wr, false, 0, i)
+				i++
+			}
+		})
+	}
+}

@@ -72,8 +72,19 @@ func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
 	w.Dma.Cur_sge = 0
 	w.Dma.Num_sge = uint32(len(wr.SGList))
 	w.Dma.Sge_offset = 0
-	if len(wr.SGList) > 0 {
-		copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)), len(wr.SGList)), wr.SGList)
+	putSGEs(unsafe.Add(elem, RecvWQEHeader), wr.SGList)
+}
+
+// putSGEs copies sges to dst, the SGE array of a WQE. One SGE, the common
+// case, is a plain 16-byte store: copy would call runtime.memmove, a call
+// and a size dispatch that cost more than the store (under TCG, much more).
+func putSGEs(dst unsafe.Pointer, sges []verbs.SGE) {
+	switch len(sges) {
+	case 0:
+	case 1:
+		*(*verbs.SGE)(dst) = sges[0]
+	default:
+		copy(unsafe.Slice((*verbs.SGE)(dst), len(sges)), sges)
 	}
 }
 
@@ -154,9 +165,7 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 		for i := range wr.SGList {
 			length += wr.SGList[i].Length
 		}
-		if len(wr.SGList) > 0 {
-			copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, SendWQEHeader)), len(wr.SGList)), wr.SGList)
-		}
+		putSGEs(unsafe.Add(elem, SendWQEHeader), wr.SGList)
 		w.Dma.Num_sge = uint32(len(wr.SGList))
 	}
 	switch wr.Opcode {
