@@ -315,6 +315,8 @@ func TestPerfInterop(t *testing.T) {
 		{"read-bw", []string{"-R", "-s", "4096"}, []uint64{4096}, false},
 		{"send-bw", []string{"-R"}, []uint64{65536}, true},
 		{"send-lat", []string{"-R"}, []uint64{2}, false},
+		{"read-lat", []string{"-R"}, []uint64{2}, true},
+		{"write-lat", []string{"-R"}, []uint64{2}, true},
 	}
 	modifyCases := []perfCase{
 		{"write-bw", nil, []uint64{65536}, false},
