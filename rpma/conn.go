@@ -124,6 +124,17 @@ func connEvent(t cm.EventType) (ConnEvent, error) {
 	return ConnUndefined, wrap(ErrUnknown, errors.New("rpma: unexpected event "+t.String()))
 }
 
+// firstEvent is the ConnEvent a failed connect's event stands for, as
+// connEvent names it, or ConnUndefined for an event that is not one.
+func firstEvent(t cm.EventType) ConnEvent {
+	switch e, err := connEvent(t); {
+	case err != nil, e == ConnEstablished, e == ConnClosed:
+		return ConnUndefined
+	default:
+		return e
+	}
+}
+
 func parseAddr(addr, port string) (netip.AddrPort, error) {
 	p, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {
@@ -383,14 +394,16 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 	c.raw = raw
 	if r.active {
 		ev, err := r.id.Connect(ctx, param)
+		var evErr *cm.EventError
 		switch {
 		case err == nil:
 			c.pdata = ev.Conn.PrivateData
 			c.first = ConnEstablished
-		case errors.Is(err, cm.ErrRejected):
-			c.first = ConnRejected
-		case errors.Is(err, cm.ErrUnreachable):
-			c.first = ConnUnreachable
+		case errors.As(err, &evErr) && firstEvent(evErr.Event) != ConnUndefined:
+			// The failure is the connection's first event, named as
+			// librpma's rpma_conn_next_event names it: REJECTED,
+			// UNREACHABLE, and CONNECT_ERROR as ConnLost.
+			c.first = firstEvent(evErr.Event)
 		default:
 			c.Close()
 			return nil, provider(err)

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -203,5 +204,26 @@ func TestNilArguments(t *testing.T) {
 	}
 	if ConnEvent(7).String() != "Unsupported connection event" || ConnRejected.String() != "Connection rejected" {
 		t.Error("conn event strings")
+	}
+}
+
+// A failed connect's first event is named as rpma_conn_next_event names
+// the cm event: CONNECT_ERROR is a lost connection, not an unreachable
+// peer (seen on siw, where a passive side that sends first ends the
+// client's connect in CONNECT_ERROR).
+func TestFirstEvent(t *testing.T) {
+	for ev, want := range map[cm.EventType]ConnEvent{
+		cm.EventConnectError:   ConnLost,
+		cm.EventDeviceRemoval:  ConnLost,
+		cm.EventUnreachable:    ConnUnreachable,
+		cm.EventRejected:       ConnRejected,
+		cm.EventEstablished:    ConnUndefined,
+		cm.EventDisconnected:   ConnUndefined,
+		cm.EventAddrError:      ConnUndefined,
+		cm.EventConnectRequest: ConnUndefined,
+	} {
+		if got := firstEvent(ev); got != want {
+			t.Errorf("firstEvent(%v) = %v, want %v", ev, got, want)
+		}
 	}
 }
