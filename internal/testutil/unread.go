@@ -43,6 +43,15 @@ func ParseUnreadTCP(procNetTCP string, port int) []string {
 	return out
 }
 
+// hexCount decodes a /proc/net/tcp queue length.
+func hexCount(s string) string {
+	n, err := strconv.ParseUint(s, 16, 32)
+	if err != nil {
+		return s
+	}
+	return strconv.FormatUint(n, 10)
+}
+
 // hexPort and hexAddr decode /proc/net/tcp's "0100007F:1F90": the
 // address is the in-memory __be32 printed as a host-order number.
 func hexPort(s string) int {
@@ -70,9 +79,11 @@ var tcpStates = map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "
 	"05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
 
 // TCPSockets lists every IPv4 TCP socket of the network namespace,
-// kernel sockets (siw's) included, as "local -> remote STATE", from
-// /proc/net/tcp: the evidence to keep when a connect fails with
-// EADDRNOTAVAIL (a socket holding the 4-tuple).
+// kernel sockets (siw's) included, as "local -> remote STATE" followed by
+// the queues' bytes where there are any ("(tx 0 rx 28)": sent and not yet
+// acknowledged, received and not read), from /proc/net/tcp: the evidence
+// to keep when a connect fails with EADDRNOTAVAIL (a socket holding the
+// 4-tuple) or a connection setup times out (a request nobody read).
 func TCPSockets() []string {
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
@@ -93,7 +104,16 @@ func ParseTCPSockets(procNetTCP string) []string {
 		if !ok {
 			st = "state " + f[3]
 		}
-		out = append(out, fmt.Sprintf("%s -> %s %s", hexAddr(f[1]), hexAddr(f[2]), st))
+		line := fmt.Sprintf("%s -> %s %s", hexAddr(f[1]), hexAddr(f[2]), st)
+		if len(f) > 4 {
+			// tx_queue:rx_queue: bytes not yet acknowledged by the peer,
+			// bytes received and not read.
+			tx, rx, _ := strings.Cut(f[4], ":")
+			if q := fmt.Sprintf("tx %s rx %s", hexCount(tx), hexCount(rx)); q != "tx 0 rx 0" {
+				line += " (" + q + ")"
+			}
+		}
+		out = append(out, line)
 	}
 	return out
 }
