@@ -111,21 +111,7 @@ func TestExchangeCM(t *testing.T) {
 	if !client.RDMACM() {
 		t.Fatal("RDMACM() false for a messenger Conn")
 	}
-	if err := client.Versions(ctx); err != nil || client.PeerVersion != 6.06 {
-		t.Fatal(err, client.PeerVersion)
-	}
-	if c, l, err := client.SysData(ctx, 16384, 128); err != nil || c != 16384 || l != 128 {
-		t.Fatal(c, l, err)
-	}
-	if m, err := client.MTU(ctx, 3); err != nil || m != 3 {
-		t.Fatal(m, err)
-	}
-	if got, err := client.HandShake(ctx, cd, false); err != nil || got != sd {
-		t.Fatal(got, err)
-	}
-	if _, err := client.ExchangeBWReports(ctx, rep); err != nil {
-		t.Fatal(err)
-	}
+	clientExchange(t, ctx, client, cd, sd, rep, false)
 	if err := client.Finish(ctx, cd, false); err != nil {
 		t.Fatal(err)
 	}

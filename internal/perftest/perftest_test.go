@@ -124,21 +124,7 @@ func TestExchange(t *testing.T) {
 			return server.Finish(ctx, sd, true)
 		}()
 	}()
-	if err := client.Versions(ctx); err != nil || client.PeerVersion != 6.06 {
-		t.Fatal(err, client.PeerVersion)
-	}
-	if c, l, err := client.SysData(ctx, 16384, 128); err != nil || c != 16384 || l != 128 {
-		t.Fatal(c, l, err)
-	}
-	if m, err := client.MTU(ctx, 3); err != nil || m != 3 {
-		t.Fatal(m, err)
-	}
-	if got, err := client.HandShake(ctx, cd, true); err != nil || got != sd {
-		t.Fatal(got, err)
-	}
-	if _, err := client.ExchangeBWReports(ctx, rep); err != nil {
-		t.Fatal(err)
-	}
+	clientExchange(t, ctx, client, cd, sd, rep, true)
 	// Finish: handshake, then "done" each way (read here so the pipe
 	// does not block the server's write).
 	if _, err := client.HandShake(ctx, cd, true); err != nil {
@@ -308,4 +294,26 @@ func FuzzParseVersion(f *testing.F) {
 			t.Fatalf("version %v", v)
 		}
 	})
+}
+
+// clientExchange runs a client's side of the exchange up to the reports
+// against a server answering with cycle buffer 16384, cache line 128,
+// MTU 3 and address sd; withGID is HandShake's.
+func clientExchange(t *testing.T, ctx context.Context, client *Conn, cd, sd Dest, rep BWReport, withGID bool) {
+	t.Helper()
+	if err := client.Versions(ctx); err != nil || client.PeerVersion != 6.06 {
+		t.Fatal(err, client.PeerVersion)
+	}
+	if c, l, err := client.SysData(ctx, 16384, 128); err != nil || c != 16384 || l != 128 {
+		t.Fatal(c, l, err)
+	}
+	if m, err := client.MTU(ctx, 3); err != nil || m != 3 {
+		t.Fatal(m, err)
+	}
+	if got, err := client.HandShake(ctx, cd, withGID); err != nil || got != sd {
+		t.Fatal(got, err)
+	}
+	if _, err := client.ExchangeBWReports(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
 }
