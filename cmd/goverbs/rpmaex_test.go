@@ -351,8 +351,11 @@ func (c rpxCell) String() string { return c.srv[0] + "-server_" + strings.Join(c
 // run runs a case in a cell and checks exit codes and output.
 func (b *rpxBed) run(t *testing.T, c *rpxCase, cell rpxCell) {
 	for try := 1; ; try++ {
-		srv, clis, srvErr, errs, snapshot := b.runEnds(t, c, cell)
-		why := b.siwFirstMessage(srv, srvErr, clis, errs)
+		srv, clis, srvErr, errs, snapshot, stall := b.runEnds(t, c, cell)
+		why := stall
+		if why == "" {
+			why = b.siwFirstMessage(srv, srvErr, clis, errs)
+		}
 		if why == "" || try == cmKernelTries {
 			if why != "" {
 				t.Logf("siw, attempt %d: %s", try, why)
@@ -397,7 +400,10 @@ func (b *rpxBed) siwFirstMessage(srv *rpxProc, srvErr error, clis []*rpxProc, er
 }
 
 // runEnds starts a case's server and clients and waits for all of them.
-func (b *rpxBed) runEnds(t *testing.T, c *rpxCase, cell rpxCell) (srv *rpxProc, clis []*rpxProc, srvErr error, errs []error, snapshot string) {
+// On iWARP it watches the port's sockets as the cm interop tests do
+// (cmWatchSiw): bytes siw leaves unread for 5 s (a receive it dropped,
+// docs/providers.md) kill the server, and stall says so.
+func (b *rpxBed) runEnds(t *testing.T, c *rpxCase, cell rpxCell) (srv *rpxProc, clis []*rpxProc, srvErr error, errs []error, snapshot, stall string) {
 	port := rpxPort()
 	srv = b.start(t, cell.srv[0], c.example, "server", port, c.srvArgs...)
 	b.waitListening(t, srv, port)
@@ -411,8 +417,17 @@ func (b *rpxBed) runEnds(t *testing.T, c *rpxCase, cell rpxCell) (srv *rpxProc, 
 			clis[i], errs[i] = b.runClient(t, srv, cell.cli[i], c.example, port, args...)
 		}()
 	}
+	var w *cmStallWatch
+	if b.iwarp {
+		w = cmWatchSiw("rpma-example", port, srv)
+	}
 	snapshot = b.snapshotIfSlow(port, wg.Wait)
-	return srv, clis, srv.wait(), errs, snapshot
+	srvErr = srv.wait()
+	if w != nil {
+		w.stop()
+		stall = w.stalled()
+	}
+	return srv, clis, srvErr, errs, snapshot, stall
 }
 
 // check fails t unless every end of a run exited well and printed what
