@@ -45,7 +45,11 @@ func (r *RecvRing) Post(wrs []verbs.RecvWR) error {
 			err = r.errs.Full(i)
 			break
 		}
-		WriteRecv(q.Elem(p), &wrs[i])
+		if len(wrs[i].SGList) == 1 {
+			writeRecv1(q.Elem(p), &wrs[i])
+		} else {
+			WriteRecv(q.Elem(p), &wrs[i])
+		}
 		p = q.Next(p)
 		n++
 	}

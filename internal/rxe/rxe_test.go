@@ -203,3 +203,23 @@ func TestGuardedFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRecv1MatchesWriteRecv: the single-SGE fast path writes the same
+// bytes as the general one, over an element full of stale bytes.
+func TestWriteRecv1MatchesWriteRecv(t *testing.T) {
+	wr := verbs.RecvWR{WRID: 0x1122334455667788, SGList: []verbs.SGE{{Addr: 0xdead0000beef, Length: 4096, LKey: 0x4242}}}
+	var a, b [128]byte
+	for i := range a {
+		a[i], b[i] = 0xa5, 0xa5
+	}
+	WriteRecv(unsafe.Pointer(&a), &wr)
+	writeRecv1(unsafe.Pointer(&b), &wr)
+	if a != b {
+		t.Fatalf("writeRecv1 wrote\n%x\nWriteRecv\n%x", b, a)
+	}
+	w := (*uverbs.RxeRecvWqe)(unsafe.Pointer(&b))
+	sge := *(*verbs.SGE)(unsafe.Add(unsafe.Pointer(&b), RecvWQEHeader))
+	if w.Id != wr.WRID || w.Dma.Length != 4096 || w.Dma.Resid != 4096 || w.Dma.Num_sge != 1 || w.Dma.Cur_sge != 0 || w.Dma.Sge_offset != 0 || sge != wr.SGList[0] {
+		t.Fatalf("WQE %+v, SGE %+v", w, sge)
+	}
+}

@@ -72,11 +72,26 @@ func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
 	w.Dma.Cur_sge = 0
 	w.Dma.Num_sge = uint32(len(wr.SGList))
 	w.Dma.Sge_offset = 0
-	// Not putSGEs here: it would stop WriteRecv from being inlined into
-	// RecvRing.Post; the receive path already beats C, keep it as it was.
 	if len(wr.SGList) > 0 {
 		copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)), len(wr.SGList)), wr.SGList)
 	}
+}
+
+// writeRecv1 is WriteRecv for a work request with exactly one SGE, the
+// common case: plain stores, without the runtime.memmove call copy makes
+// (which under TCG costs more than the stores). It is separate from
+// WriteRecv so that both stay small enough to be inlined into
+// RecvRing.Post.
+func writeRecv1(elem unsafe.Pointer, wr *verbs.RecvWR) {
+	w := (*uverbs.RxeRecvWqe)(elem)
+	s := &wr.SGList[0]
+	w.Id = wr.WRID
+	w.Dma.Length = s.Length
+	w.Dma.Resid = s.Length
+	w.Dma.Cur_sge = 0
+	w.Dma.Num_sge = 1
+	w.Dma.Sge_offset = 0
+	*(*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)) = *s
 }
 
 // putSGEs copies sges to dst, the SGE array of a send WQE. One SGE, the
