@@ -112,6 +112,11 @@ bench:
 	gcc -O2 -Wall -o $(CURDIR)/.cache/bench/bench-c bench/c/main.c bench/c/bench.c -libverbs -lpthread
 	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/bench-go ./bench/go
 	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(CURDIR)/.cache/bench/bench-cgo .
+	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
+	@rm -f $(CURDIR)/.cache/bench/bench-cunpinned $(CURDIR)/.cache/bench/bench-gounpinned
+	@if [ -n "$${BENCH_UNPINNED:-}" ]; then for i in c go; do \
+		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(CURDIR)/.cache/bench/bench-$${i}unpinned; \
+		chmod +x $(CURDIR)/.cache/bench/bench-$${i}unpinned; done; fi
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(CURDIR)/.cache/bench $${BENCH_ROUNDS:-7} | tee $(CURDIR)/.cache/bench/raw.txt
 	$(GO) run ./bench/report < $(CURDIR)/.cache/bench/raw.txt | tee $(CURDIR)/.cache/bench/table.md
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs inside the test VM (make bench): the C, Go and cgo benchmarks
-# interleaved, ROUNDS times, rotating which goes first. Prints one line per
-# result: "round impl name value unit". bench/report turns it into the table.
+# interleaved row by row, ROUNDS times. In each round every row runs once
+# in each implementation back to back, a fresh process each, the order
+# rotated by round and row, so the results a per-round ratio compares were
+# taken seconds apart. Prints one line per result: "round impl name value
+# unit". bench/report turns it into the table.
 #
 #   bench/run.sh BINDIR [ROUNDS [OP-PREFIX...]]
 #
@@ -18,11 +21,28 @@ for f in "$bin"/bench-*; do
 	[[ -x $f ]] && impls+=("${f##*/bench-}")
 done
 n=${#impls[@]}
+# The rows, in the programs' order; the scaling rows go up to the vCPUs.
+all=(post_recv poll_cq_empty_1 poll_cq_empty_16 post_send_write_64
+	post_send_send_64 round_write_64 round_send_64 pingpong_send_64_1t
+	pingpong_send_64_2t msgrate_write_64_w64)
+for ((t = 1; t <= $(nproc); t++)); do
+	all+=("scale_write_64_w64_x$t")
+done
+rows=()
+for row in "${all[@]}"; do
+	want=$(($# == 0))
+	for p in "$@"; do
+		[[ $row == "$p"* ]] && want=1
+	done
+	((want)) && rows+=("$row")
+done
 for ((r = 1; r <= rounds; r++)); do
-	for ((k = 0; k < n; k++)); do
-		impl=${impls[(r + k) % n]}
-		"$bin/bench-$impl" "$@" | while IFS=$'\t' read -r name value unit; do
-			echo "$r $impl $name $value $unit"
+	for ((j = 0; j < ${#rows[@]}; j++)); do
+		for ((k = 0; k < n; k++)); do
+			impl=${impls[(r + j + k) % n]}
+			"$bin/bench-$impl" "${rows[j]}\$" | while IFS=$'\t' read -r name value unit; do
+				echo "$r $impl $name $value $unit"
+			done
 		done
 	done
 done

@@ -137,6 +137,11 @@ int bp_pin(int cpu)
 {
 	cpu_set_t set;
 	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
+	if (cpu < 0) {
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			CPU_SET(c, &set);
+	} else {
+		CPU_SET(cpu, &set);
+	}
 	return sched_setaffinity(0, sizeof(set), &set);
 }

@@ -6,7 +6,7 @@
  *
  * unit "ns" (per operation, lower is better) or "kmsg/s" (higher is
  * better). bench/go and bench/cgo print the same names for the same work.
- * Usage: bench-c [name-prefix...] (default: everything).
+ * Usage: bench-c [name-prefix... | name$...] (default: everything).
  */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -18,6 +18,14 @@
 #include <unistd.h>
 
 static struct bp_dev *dev;
+
+/*
+ * measure_cpu is the vCPU the single-thread rows run on, in bench-go and
+ * bench-cgo too: the measuring thread stays on one vCPU in all three, so no
+ * row depends on where the scheduler moves it. BENCH_UNPINNED (set and not
+ * empty) leaves it unbound (-1), as all three were before.
+ */
+static int measure_cpu = 1;
 
 #define CHECK(x)                                                                 \
 	do {                                                                     \
@@ -192,13 +200,13 @@ static double op_pingpong_2t(void)
 	}
 	pthread_join(th, NULL);
 	double t = (bp_now() - t0) / PP_N;
-	cpu_set_t all;
-	CPU_ZERO(&all);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		CPU_SET(c, &all);
-	sched_setaffinity(0, sizeof(all), &all);
+	OK(bp_pin(measure_cpu));
 	return t;
 }
+
+/* The messages of the message-rate row and of each scaling thread. */
+#define MSGRATE_N 20000
+#define SCALE_N 10000
 
 /* msgrate: n signaled 64-byte WRITEs with at most 64 outstanding. */
 static double msgrate(struct bp_pair *p, int n, int off)
@@ -215,7 +223,7 @@ static double msgrate(struct bp_pair *p, int n, int off)
 	}
 	return n / ((bp_now() - t0) / 1e9) / 1e3;
 }
-static double op_msgrate(void) { return msgrate(pair, 10000, 0); }
+static double op_msgrate(void) { return msgrate(pair, MSGRATE_N, 0); }
 
 struct scale_arg {
 	struct bp_pair *p;
@@ -233,7 +241,7 @@ static double scale(int threads)
 	static struct bp_pair *pairs[64];
 	struct scale_arg args[64];
 	pthread_t th[64];
-	int n = 5000;
+	int n = SCALE_N;
 	for (int i = 0; i < threads; i++) {
 		if (!pairs[i])
 			pairs[i] = bp_pair_new(dev);
@@ -247,6 +255,26 @@ static double scale(int threads)
 	return (double)threads * n / ((bp_now() - t0) / 1e9) / 1e3;
 }
 
+/*
+ * wanted: no arguments select every row; an argument selects the rows its
+ * text starts, or with a trailing '$' the one row of exactly that name.
+ */
+static int wanted(const char *name, int argc, char **argv)
+{
+	if (argc < 2)
+		return 1;
+	for (int a = 1; a < argc; a++) {
+		size_t n = strlen(argv[a]);
+		if (n > 0 && argv[a][n - 1] == '$') {
+			if (strlen(name) == n - 1 && !strncmp(name, argv[a], n - 1))
+				return 1;
+		} else if (!strncmp(name, argv[a], n)) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 struct op {
 	const char *name, *unit;
 	double (*f)(void);
@@ -255,6 +283,11 @@ struct op {
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const char *unpinned = getenv("BENCH_UNPINNED");
+	if (unpinned && *unpinned)
+		measure_cpu = -1;
+	else
+		OK(bp_pin(measure_cpu));
 	dev = bp_open(NULL);
 	if (!dev || !(pair = bp_pair_new(dev)))
 		return 1;
@@ -271,20 +304,14 @@ int main(int argc, char **argv)
 		{"msgrate_write_64_w64", "kmsg/s", op_msgrate},
 	};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		int want = argc < 2;
-		for (int a = 1; a < argc; a++)
-			want |= !strncmp(ops[i].name, argv[a], strlen(argv[a]));
-		if (want)
+		if (wanted(ops[i].name, argc, argv))
 			printf("%s\t%.1f\t%s\n", ops[i].name, ops[i].f(), ops[i].unit);
 	}
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	for (int t = 1; t <= cpus && t <= 64; t++) {
 		char name[32];
 		snprintf(name, sizeof(name), "scale_write_64_w64_x%d", t);
-		int want = argc < 2;
-		for (int a = 1; a < argc; a++)
-			want |= !strncmp(name, argv[a], strlen(argv[a]));
-		if (want)
+		if (wanted(name, argc, argv))
 			printf("%s\t%.1f\tkmsg/s\n", name, scale(t));
 	}
 	return 0;

@@ -171,9 +171,16 @@ func opPingpong1() float64 {
 	return float64(time.Since(t0).Nanoseconds()) / ppN
 }
 
+// measureCPU is the vCPU the single-thread rows run on, as in bench-c and
+// bench-go; BENCH_UNPINNED (set and not empty) leaves them unbound.
+const measureCPU = 1
+
+// pin locks the goroutine to its thread and binds the thread to cpu.
 func pin(cpu int) {
 	runtime.LockOSThread()
-	C.bp_pin(C.int(cpu))
+	if C.bp_pin(C.int(cpu)) != 0 {
+		log.Fatalf("bench-cgo: cannot bind a thread to vCPU %d", cpu)
+	}
 }
 
 func opPingpong2() float64 {
@@ -203,6 +210,10 @@ func opPingpong2() float64 {
 	return <-res
 }
 
+// msgrateN and scaleN are the messages of the message-rate row and of
+// each thread of the scaling rows, as in bench-c.
+const msgrateN, scaleN = 20000, 10000
+
 func msgrate(p *C.struct_bp_pair, n, off int) float64 {
 	wc := make([]C.struct_ibv_wc, 16)
 	posted, done := 0, 0
@@ -223,7 +234,7 @@ func scale(threads int) float64 {
 	for len(scalePairs) < threads {
 		scalePairs = append(scalePairs, C.bp_pair_new(dev))
 	}
-	const n = 5000
+	const n = scaleN
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for i := 0; i < threads; i++ {
@@ -240,6 +251,9 @@ func scale(threads int) float64 {
 
 func main() {
 	log.SetFlags(0)
+	if os.Getenv("BENCH_UNPINNED") == "" {
+		pin(measureCPU)
+	}
 	if dev = C.bp_open(nil); dev == nil {
 		os.Exit(1)
 	}
@@ -260,7 +274,7 @@ func main() {
 		{"round_send_64", "ns", func() float64 { return roundTrip(false) }},
 		{"pingpong_send_64_1t", "ns", opPingpong1},
 		{"pingpong_send_64_2t", "ns", opPingpong2},
-		{"msgrate_write_64_w64", "kmsg/s", func() float64 { return msgrate(p, 10000, 0) }},
+		{"msgrate_write_64_w64", "kmsg/s", func() float64 { return msgrate(p, msgrateN, 0) }},
 	}
 	for t := 1; t <= runtime.NumCPU(); t++ {
 		ops = append(ops, op{fmt.Sprintf("scale_write_64_w64_x%d", t), "kmsg/s", func() float64 { return scale(t) }})
@@ -272,12 +286,19 @@ func main() {
 	}
 }
 
+// wanted says whether the command line selects the row: no arguments
+// select every row; an argument the rows its text starts, or with a
+// trailing "$" the one row of exactly that name.
 func wanted(name string) bool {
 	if len(os.Args) < 2 {
 		return true
 	}
 	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(name, a) {
+		if exact, ok := strings.CutSuffix(a, "$"); ok {
+			if name == exact {
+				return true
+			}
+		} else if strings.HasPrefix(name, a) {
 			return true
 		}
 	}

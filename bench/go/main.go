@@ -3,7 +3,10 @@
 // API. It prints one line per result, "name<TAB>value<TAB>unit", unit
 // "ns" (per operation) or "kmsg/s".
 //
-//	bench-go [name-prefix...]
+//	bench-go [name-prefix... | name$...]
+//
+// An argument selects the rows its text starts, or with a trailing "$" the
+// one row of exactly that name.
 package main
 
 import (
@@ -289,26 +292,48 @@ func opPingpong1() float64 {
 	return float64(time.Since(t0).Nanoseconds()) / ppN
 }
 
-func pin(cpu int) {
-	runtime.LockOSThread()
+// measureCPU is the vCPU the single-thread rows run on, in bench-c and
+// bench-cgo too: the measuring goroutine is locked to one thread and the
+// thread to one vCPU in all three, so no row depends on where the scheduler
+// moves it. BENCH_UNPINNED (set and not empty) leaves it unbound (-1), as
+// all three were before.
+var measureCPU = 1
+
+// setCPU binds the calling thread to one vCPU, or to all of them when cpu
+// is negative; the goroutine must be locked to its thread.
+func setCPU(cpu int) {
 	var set unix.CPUSet
-	set.Set(cpu)
+	if cpu < 0 {
+		for c := 0; c < runtime.NumCPU(); c++ {
+			set.Set(c)
+		}
+	} else {
+		set.Set(cpu)
+	}
 	must(unix.SchedSetaffinity(0, &set))
 }
 
+// pin locks the goroutine to its thread and binds the thread to cpu.
+func pin(cpu int) {
+	runtime.LockOSThread()
+	setCPU(cpu)
+}
+
+// unpin undoes pin for a goroutine that is about to end.
 func unpin() {
-	var set unix.CPUSet
-	for c := 0; c < runtime.NumCPU(); c++ {
-		set.Set(c)
-	}
-	unix.SchedSetaffinity(0, &set)
+	setCPU(-1)
 	runtime.UnlockOSThread()
 }
 
 func opPingpong2() float64 {
 	a, b := newPP(p.a), newPP(p.b)
-	pin(0)
-	defer unpin()
+	if measureCPU < 0 {
+		pin(0)
+		defer unpin()
+	} else {
+		setCPU(0)
+		defer setCPU(measureCPU)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	t0 := time.Now()
@@ -328,6 +353,10 @@ func opPingpong2() float64 {
 	wg.Wait()
 	return float64(time.Since(t0).Nanoseconds()) / ppN
 }
+
+// msgrateN and scaleN are the messages of the message-rate row and of
+// each thread of the scaling rows, as in bench-c.
+const msgrateN, scaleN = 20000, 10000
 
 // msgrate posts n signaled 64-byte WRITEs with at most 64 outstanding and
 // returns thousands of messages per second.
@@ -353,7 +382,7 @@ func scale(threads int) float64 {
 	for len(scalePairs) < threads {
 		scalePairs = append(scalePairs, newPair())
 	}
-	const n = 5000
+	const n = scaleN
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for i := 0; i < threads; i++ {
@@ -371,6 +400,11 @@ func scale(threads int) float64 {
 
 func main() {
 	log.SetFlags(0)
+	if os.Getenv("BENCH_UNPINNED") != "" {
+		measureCPU = -1
+	} else {
+		pin(measureCPU)
+	}
 	open()
 	p = newPair()
 	ops := []struct {
@@ -386,7 +420,7 @@ func main() {
 		{"round_send_64", "ns", func() float64 { return roundTrip(false) }},
 		{"pingpong_send_64_1t", "ns", opPingpong1},
 		{"pingpong_send_64_2t", "ns", opPingpong2},
-		{"msgrate_write_64_w64", "kmsg/s", func() float64 { return msgrate(p, 10000, 0) }},
+		{"msgrate_write_64_w64", "kmsg/s", func() float64 { return msgrate(p, msgrateN, 0) }},
 	}
 	for t := 1; t <= runtime.NumCPU(); t++ {
 		ops = append(ops, struct {
@@ -402,12 +436,19 @@ func main() {
 	}
 }
 
+// wanted says whether the command line selects the row: no arguments
+// select every row; an argument the rows its text starts, or with a
+// trailing "$" the one row of exactly that name.
 func wanted(name string) bool {
 	if len(os.Args) < 2 {
 		return true
 	}
 	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(name, a) {
+		if exact, ok := strings.CutSuffix(a, "$"); ok {
+			if name == exact {
+				return true
+			}
+		} else if strings.HasPrefix(name, a) {
 			return true
 		}
 	}

@@ -46,15 +46,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report: no results")
 		os.Exit(1)
 	}
-	// An optional "gobefore" run (goverbs built from an older commit)
-	// gets its own columns.
-	before := false
+	// Any other implementation (a bench-gobefore built against an older
+	// goverbs, a variant of the method) gets two columns of its own: its
+	// median and its ratio to a C reference, see reference.
+	seen := map[string]bool{}
+	var extra []string
 	for k := range vals {
-		before = before || k.impl == "gobefore"
+		if k.impl != "c" && k.impl != "go" && k.impl != "cgo" && !seen[k.impl] {
+			seen[k.impl] = true
+			extra = append(extra, k.impl)
+		}
 	}
+	slices.Sort(extra)
 	head, rule := "| op | unit | C | Go | Go/C [range] | cgo | Go/cgo [range] |", "|---|---|---|---|---|---|---|"
-	if before {
-		head, rule = head+" Go before | before/C [range] |", rule+"---|---|"
+	for _, e := range extra {
+		head += fmt.Sprintf(" %s | %s/%s [range] |", e, e, reference(e, seen))
+		rule += "---|---|"
 	}
 	fmt.Println(head)
 	fmt.Println(rule)
@@ -62,12 +69,22 @@ func main() {
 		c, g, x := vals[key{n, "c"}], vals[key{n, "go"}], vals[key{n, "cgo"}]
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |", n, units[n],
 			num(median(values(c))), num(median(values(g))), ratio(g, c), num(median(values(x))), ratio(g, x))
-		if before {
-			b := vals[key{n, "gobefore"}]
-			fmt.Printf(" %s | %s |", num(median(values(b))), ratio(b, c))
+		for _, e := range extra {
+			b := vals[key{n, e}]
+			fmt.Printf(" %s | %s |", num(median(values(b))), ratio(b, vals[key{n, reference(e, seen)}]))
 		}
 		fmt.Println()
 	}
+}
+
+// reference is the C implementation an extra one is compared with: a
+// "go<variant>" with a "c<variant>" beside it (the same method change made
+// to both) is compared with that, anything else with "c".
+func reference(impl string, seen map[string]bool) string {
+	if v, ok := strings.CutPrefix(impl, "go"); ok && seen["c"+v] {
+		return "c" + v
+	}
+	return "c"
 }
 
 func values(m map[int]float64) []float64 {
