@@ -286,6 +286,9 @@ func (p *perf) open() error {
 		if err != nil {
 			return fmt.Errorf("couldn't query device: %w", err)
 		}
+		if o.test.verb == perfAtomic && attr.AtomicCap == verbs.AtomicNone {
+			return fmt.Errorf("device %s does not support atomic operations (atomic_cap %s)", o.devName, attr.AtomicCap)
+		}
 		p.outReads = attr.MaxQPRDAtomic
 		if o.outReads > 0 && o.outReads < p.outReads {
 			p.outReads = o.outReads
@@ -497,9 +500,6 @@ func (p *perf) printInfo() {
 	if o.test.verb == perfSend && (o.server == "" || o.test.lat) {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.rxDepth)
 	}
-	if o.test.verb == perfRead || o.test.verb == perfAtomic {
-		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
-	}
 	if !o.test.lat {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", o.cqMod)
 	}
@@ -508,7 +508,11 @@ func (p *perf) printInfo() {
 	if p.withGID {
 		fmt.Fprintf(w, " GID index       : %d\n", o.gidIndex)
 	}
-	if o.server != "" || o.test.lat {
+	switch {
+	case o.test.verb == perfRead || o.test.verb == perfAtomic:
+		// In place of the inline size, which they do not use.
+		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
+	case o.server != "" || o.test.lat:
 		fmt.Fprintf(w, " Max inline data : 0[B]\n")
 	}
 	if o.rdmaCM {
@@ -583,6 +587,11 @@ func (p *perf) opcode() verbs.WROpcode {
 		return verbs.WRRDMARead
 	case perfSend:
 		return verbs.WRSend
+	case perfAtomic:
+		if p.o.cmpSwap {
+			return verbs.WRAtomicCmpAndSwp
+		}
+		return verbs.WRAtomicFetchAndAdd
 	}
 	return verbs.WRRDMAWrite
 }
@@ -642,8 +651,10 @@ func (p *perf) incr(size uint64) uint64 {
 
 // iterBW is run_iter_bw for one QP and no post list: keep tx_depth
 // messages in flight, signal one in cq_mod (and the last), cycle the
-// addresses through the cycle buffer for small messages. It allocates
-// nothing.
+// addresses through the cycle buffer for small messages (every atomic's
+// 8 bytes). For READ and atomics the loop too bounds only by tx_depth:
+// how many of them the device has outstanding is the QP's max_rd_atomic,
+// the peer's out_reads. It allocates nothing.
 func (p *perf) iterBW(ctx context.Context, size uint64) error {
 	o := p.o
 	iters := uint64(o.iters)
@@ -652,6 +663,12 @@ func (p *perf) iterBW(ctx context.Context, size uint64) error {
 	sge := &p.sge[0]
 	localBase, remBase := p.mr.IOVA(), p.rem.VAddr
 	*wr = verbs.SendWR{Opcode: p.opcode(), SGList: p.sge, RemoteAddr: remBase, RKey: p.rem.RKey}
+	switch wr.Opcode {
+	case verbs.WRAtomicCmpAndSwp:
+		wr.Swap = 0 // ATOMIC_SWAP_VALUE; the compare value stays 0
+	case verbs.WRAtomicFetchAndAdd:
+		wr.CompareAdd = 1 // ATOMIC_ADD_VALUE
+	}
 	sge.Addr, sge.Length = localBase, uint32(size)
 	if cqMod == 1 {
 		wr.Flags = verbs.SendSignaled

@@ -47,6 +47,8 @@ func TestPerfArgs(t *testing.T) {
 		{[]string{"read-bw", "-s", "8192"}, 8192, 1000, 128, 100},
 		{[]string{"read-lat"}, 2, 1000, 1, 1},
 		{[]string{"atomic-lat", "-A", "CMP_AND_SWAP"}, 8, 1000, 1, 1},
+		{[]string{"atomic-bw"}, 8, 1000, 128, 100},
+		{[]string{"ib_atomic_bw", "-A", "CMP_AND_SWAP", "-n", "50", "-t", "16", "-o", "4"}, 8, 50, 16, 16},
 		{[]string{"write-bw", "-n", "5"}, 65536, 5, 5, 1},
 		{[]string{"write-bw", "-a", "-n", "10"}, perfMaxSize, 10, 10, 10},
 	} {
@@ -63,7 +65,10 @@ func TestPerfArgs(t *testing.T) {
 	if o, _, _, _ := parsePerfArgs([]string{"write-bw", "-n", "20001"}); o == nil || !o.noPeak {
 		t.Error("-n 20001: the peak is not turned off")
 	}
-	for _, args := range [][]string{{"send-bw", "-R"}, {"read-lat", "--rdma_cm"}} {
+	if o, _, _, err := parsePerfArgs([]string{"atomic-bw", "--atomic_type=CMP_AND_SWAP", "-o", "4"}); err != nil || !o.cmpSwap || o.outReads != 4 || o.test.tool != "ib_atomic_bw" {
+		t.Errorf("atomic-bw -A CMP_AND_SWAP -o 4: %+v, %v", o, err)
+	}
+	for _, args := range [][]string{{"send-bw", "-R"}, {"read-lat", "--rdma_cm"}, {"atomic-bw", "-R"}} {
 		if o, _, _, err := parsePerfArgs(args); err != nil || !o.rdmaCM {
 			t.Errorf("%q: rdma_cm not set (%v)", args, err)
 		}
@@ -73,7 +78,8 @@ func TestPerfArgs(t *testing.T) {
 		want string
 	}{
 		{nil, "missing test"},
-		{[]string{"atomic-bw"}, "unknown test"},
+		{[]string{"atomic_bw"}, "unknown test"},
+		{[]string{"ib_atomic_bw2"}, "unknown test"},
 		{[]string{"write-bw", "-b"}, "'-b' is not supported"},
 		{[]string{"write-bw", "-z"}, "'-z' is not supported"},
 		{[]string{"write-bw", "--duration=5"}, "'--duration' is not supported"},
@@ -85,6 +91,12 @@ func TestPerfArgs(t *testing.T) {
 		{[]string{"atomic-lat", "-A", "SWAP"}, "want CMP_AND_SWAP or FETCH_AND_ADD"},
 		{[]string{"atomic-lat", "-s", "16"}, "cannot be changed for atomic"},
 		{[]string{"atomic-lat", "-a"}, "cannot be changed for atomic"},
+		{[]string{"atomic-bw", "-s", "16"}, "cannot be changed for atomic"},
+		{[]string{"atomic-bw", "-a"}, "cannot be changed for atomic"},
+		{[]string{"atomic-bw", "-A", "fetch_and_add"}, "want CMP_AND_SWAP or FETCH_AND_ADD"},
+		{[]string{"atomic-bw", "-r", "8"}, "ib_atomic_bw has no such option"},
+		{[]string{"atomic-bw", "-b"}, "'-b' is not supported"},
+		{[]string{"atomic-bw", "-o", "0"}, "outstanding reads must be"},
 		{[]string{"write-bw", "-n", "4"}, "iterations must be"},
 		{[]string{"write-bw", "-s", "0"}, "size must be"},
 		{[]string{"write-bw", "-m", "1000"}, "MTU must be"},
@@ -149,7 +161,7 @@ func newPerfBed(t *testing.T, rdmaCM bool) *perfBed {
 		testutil.SkipUnlessModifyConnects(t, ctx)
 	}
 	b := &perfBed{ctx: ctx, dev: ctx.Device().Name, addr: testutil.Addr(t)}
-	for _, tool := range []string{"ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat", "ib_send_bw", "ib_send_lat", "ib_atomic_lat"} {
+	for _, tool := range []string{"ib_write_bw", "ib_write_lat", "ib_read_bw", "ib_read_lat", "ib_send_bw", "ib_send_lat", "ib_atomic_bw", "ib_atomic_lat"} {
 		testutil.LookPath(t, tool)
 	}
 	if p, err := exec.LookPath("taskset"); err == nil {
@@ -317,6 +329,8 @@ func TestPerfInterop(t *testing.T) {
 		{"send-lat", []string{"-R"}, []uint64{2}, false},
 		{"read-lat", []string{"-R"}, []uint64{2}, true},
 		{"write-lat", []string{"-R"}, []uint64{2}, true},
+		{"atomic-bw", []string{"-R"}, []uint64{8}, true},
+		{"atomic-bw", []string{"-R", "-A", "CMP_AND_SWAP"}, []uint64{8}, true},
 	}
 	modifyCases := []perfCase{
 		{"write-bw", nil, []uint64{65536}, false},
@@ -329,12 +343,18 @@ func TestPerfInterop(t *testing.T) {
 		{"send-lat", nil, []uint64{2}, false},
 		{"atomic-lat", nil, []uint64{8}, false},
 		{"atomic-lat", []string{"-A", "CMP_AND_SWAP"}, []uint64{8}, false},
+		{"atomic-bw", nil, []uint64{8}, false},
+		{"atomic-bw", []string{"-A", "CMP_AND_SWAP", "-t", "16", "-Q", "4", "-o", "2"}, []uint64{8}, true},
 	}
 	cases := cmCases
 	if !testutil.IWARP(bed.ctx) {
 		cases = append(cases, modifyCases...)
 	} else {
 		t.Run("qp-modify", func(t *testing.T) { testutil.SkipUnlessModifyConnects(t, bed.ctx) })
+	}
+	attr, err := bed.ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range cases {
 		test, _ := lookupPerfTest(c.test)
@@ -344,6 +364,10 @@ func TestPerfInterop(t *testing.T) {
 			}
 			name := fmt.Sprintf("%s%s/%s-server/%s-client", c.test, strings.Join(c.args, ""), impls[0], impls[1])
 			t.Run(name, func(t *testing.T) {
+				if test.verb == perfAtomic {
+					testutil.SkipUnlessCap(t, attr.AtomicCap != verbs.AtomicNone,
+						"atomic operations (atomic_cap "+attr.AtomicCap.String()+")")
+				}
 				args := append([]string{"-n", strconv.Itoa(iters)}, c.args...)
 				server, client := bed.pair(t, test, impls[0], impls[1], args...)
 				checkPerfPair(t, test, iters, c.sizes, server, client)
@@ -423,11 +447,18 @@ func checkPerfPair(t *testing.T, test perfTest, iters int, sizes []uint64, serve
 func TestPerfAllocs(t *testing.T) {
 	bed := newPerfBed(t, false)
 	const runs = 3
-	for _, name := range []string{"write-bw", "read-bw", "read-lat", "atomic-lat", "write-lat"} {
+	for _, name := range []string{"write-bw", "read-bw", "read-lat", "atomic-lat", "atomic-bw", "write-lat"} {
 		t.Run(name, func(t *testing.T) {
+			if strings.HasPrefix(name, "atomic-") {
+				attr, err := bed.ctx.QueryDevice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				testutil.SkipUnlessCap(t, attr.AtomicCap != verbs.AtomicNone, "atomic operations (atomic_cap "+attr.AtomicCap.String()+")")
+			}
 			port := strconv.Itoa(ppPort())
 			args := []string{name, "-d", bed.dev, "-p", port, "-n", "20"}
-			if name != "atomic-lat" {
+			if !strings.HasPrefix(name, "atomic-") {
 				args = append(args, "-s", "64")
 			}
 			so, _, _, err := parsePerfArgs(args)
@@ -480,7 +511,7 @@ func TestPerfAllocs(t *testing.T) {
 			}
 			<-ready
 			iter := map[string]func(context.Context, uint64) error{
-				"write-bw": cli.iterBW, "read-bw": cli.iterBW, "read-lat": cli.iterLatRead, "atomic-lat": cli.iterLatRead,
+				"write-bw": cli.iterBW, "read-bw": cli.iterBW, "read-lat": cli.iterLatRead, "atomic-lat": cli.iterLatRead, "atomic-bw": cli.iterBW,
 				"write-lat": cli.iterLatWrite,
 			}[name]
 			var iterErr error
