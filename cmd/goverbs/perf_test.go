@@ -203,16 +203,35 @@ func (b *perfBed) start(t *testing.T, impl string, test perfTest, cpu int, args 
 // exits ("Can't produce a report"); with it, it prints what it has. The
 // C ends' numbers are the C tool's business, so only their columns'
 // shape is checked.
+//
+// On iWARP a pair runs under the cm interop tests' stall watch (cmPair,
+// cmWatchSiw): bytes TCP delivered to one of the pair's sockets that siw
+// leaves unread for cmStallSamples seconds while both programs wait are a
+// receive siw dropped (docs/providers.md, "siw: who sends first"); the
+// watch kills the pair and it runs again, logged, up to cmKernelTries
+// times. Any other failure fails the test.
 func (b *perfBed) pair(t *testing.T, test perfTest, srv, cli string, args ...string) (server, client *proc) {
 	t.Helper()
-	server, client, failure := b.tryPair(t, test, srv, cli, append([]string{"-F"}, args...)...)
-	if failure != "" {
-		t.Fatal(failure)
+	for try := 1; ; try++ {
+		var failure, stall string
+		server, client, failure, stall = b.tryPairWatched(t, test, srv, cli, append([]string{"-F"}, args...)...)
+		if failure == "" {
+			return server, client
+		}
+		if stall == "" || try == cmKernelTries {
+			if stall != "" {
+				t.Logf("siw, attempt %d: %s", try, stall)
+			}
+			t.Fatal(failure)
+		}
+		t.Logf("siw, attempt %d: %s; running the pair again (docs/providers.md, siw: who sends first)", try, stall)
 	}
-	return server, client
 }
 
-func (b *perfBed) tryPair(t *testing.T, test perfTest, srv, cli string, args ...string) (server, client *proc, failure string) {
+// tryPairWatched runs the server, then the client against it once, and
+// waits for both; on iWARP under the stall watch, whose evidence it
+// returns with the failure.
+func (b *perfBed) tryPairWatched(t *testing.T, test perfTest, srv, cli string, args ...string) (server, client *proc, failure, stall string) {
 	t.Helper()
 	port := ppPort()
 	rdmaCM := slices.Contains(args, "-R")
@@ -231,16 +250,35 @@ func (b *perfBed) tryPair(t *testing.T, test perfTest, srv, cli string, args ...
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	var w *cmStallWatch
+	if testutil.IWARP(b.ctx) {
+		w = cmWatchSiw("perf", port, server)
+		defer w.stop()
+	}
 	client = b.start(t, cli, test, 1, append(args, b.addr)...)
+	if w != nil {
+		w.add(client)
+	}
+	watched := func(failure string) (*proc, *proc, string, string) {
+		if w != nil {
+			w.stop()
+			stall = w.stalled()
+		}
+		return server, client, failure, stall
+	}
 	if err := client.wait(); err != nil {
+		tcp := ""
+		if w != nil { // what siw's sockets held, before the server goes
+			tcp = "\n\nTCP sockets when the client failed:\n" + strings.Join(testutil.TCPSockets(), "\n")
+		}
 		server.cmd.Process.Kill()
 		server.wait()
-		return server, client, fmt.Sprintf("client failed: %v\n\nserver %v", client, server)
+		return watched(fmt.Sprintf("client failed: %v\n\nserver %v%s", client, server, tcp))
 	}
 	if err := server.wait(); err != nil {
-		return server, client, fmt.Sprintf("server failed: %v\n\nclient %v", server, client)
+		return watched(fmt.Sprintf("server failed: %v\n\nclient %v", server, client))
 	}
-	return server, client, ""
+	return server, client, "", ""
 }
 
 // perfOutput is what one end printed that the test checks.
