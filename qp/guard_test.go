@@ -216,13 +216,32 @@ func TestPostWhileModifyResizeClose(t *testing.T) {
 			}
 		}
 	}()
-	// Close once the posters made progress (a count, not a time).
-	guard := time.Now().Add(5 * time.Minute)
-	for posts.Load() < 2000 && time.Now().Before(guard) {
+	// Close once the posters made progress (a count, not a time). A send
+	// queue that stops moving is a failure, except the one siw stall below.
+	const stuck = 20 * time.Second // no post succeeded for this long
+	last, lastMoved := posts.Load(), time.Now()
+	for posts.Load() < 2000 {
 		select {
 		case err := <-errc:
 			t.Fatal(err)
 		default:
+		}
+		if n := posts.Load(); n != last {
+			last, lastMoved = n, time.Now()
+		} else if time.Since(lastMoved) > stuck {
+			// siw strands a send queue that a MODIFY_QP races: as we read
+			// it, its transmit worker resumes a flow-controlled queue with
+			// a try-lock of the QP's state lock and drops the resume when
+			// a MODIFY_QP holds the lock (siw_sq_resume, "Resume SQ while
+			// QP locked"), and later doorbells do not restart a queue
+			// whose WQE is in progress (docs/providers.md). Without the
+			// modifying goroutine siw passes 2000 posts in under a
+			// second. The test goes on to close the QP under the posters.
+			if p.Ctx.Device().Driver != verbs.DriverSIW {
+				t.Fatalf("no post succeeded for %v (%d posts)", stuck, n)
+			}
+			t.Logf("siw stranded the send queue under the concurrent MODIFY_QP after %d posts (a kernel limitation, docs/providers.md)", n)
+			break
 		}
 		runtime.Gosched()
 	}
