@@ -225,7 +225,37 @@ func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.impl, p.tool = impl, tool
 	return p
+}
+
+// cmRpingExitRace is what rdma-core's rping prints when it loses its own
+// exit race: its CM event thread, between two events when the main
+// thread destroys the event channel at the end of a run, fails in
+// rdma_get_cm_event (EBADF), prints this and calls exit(-1), racing the
+// main thread's exit. rdma-core fixed it in 2025 (commit f3ae6534a,
+// "rping: terminate CM event thread before exiting"); Debian 12's
+// rdma-core 44 has the race, C against C too. Ours ends its event
+// goroutine before closing the channel.
+const cmRpingExitRace = "rdma_get_cm_event: Bad file descriptor\n"
+
+// cmWaitOK waits for p, a program the test needs to succeed, and returns
+// its failure. A C rping that lost its exit race (cmRpingExitRace) has
+// the line removed from its stderr and its exit status 255 taken as
+// success, logged: the run's output is checked as for any other run,
+// and a failure of the run itself is printed there by the main thread.
+func cmWaitOK(t *testing.T, p *cmProc) error {
+	t.Helper()
+	err := p.wait()
+	if p.tool != "rping" || p.impl == "go" || !p.stderr.trimSuffix(cmRpingExitRace) {
+		return err
+	}
+	t.Logf("%s: rdma-core's rping lost its exit race (exit %d; fixed upstream in f3ae6534a, not in Debian 12's rdma-core 44): "+
+		"%q removed from its stderr", p.name, p.status(), strings.TrimSpace(cmRpingExitRace))
+	if p.status() == 255 {
+		p.err = nil
+	}
+	return p.err
 }
 
 // cmLines splits output into lines ("" has none).
@@ -300,7 +330,7 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 		var err error
 		client, err = cmRunClientWatched(t, server, tool, cliImpl, cliArgs, w)
 		if err == nil {
-			err = server.wait()
+			err = cmWaitOK(t, server)
 			if err != nil {
 				err = fmt.Errorf("server failed: %v\n\nclient %v", server, client)
 			}
@@ -374,7 +404,7 @@ func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []
 		if w != nil {
 			w.add(client)
 		}
-		err := client.wait()
+		err := cmWaitOK(t, client)
 		out := client.stdout.String() + client.stderr.String()
 		notYet := strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error 8") || strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error: 8") ||
 			strings.Contains(out, "RDMA_CM_EVENT_UNREACHABLE")
@@ -634,7 +664,7 @@ func TestRpingPersistent(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					p := cmStart(t, cli, "rping", append([]string{"-c", "-C", "4"}, common...)...)
-					if err := p.wait(); err != nil {
+					if err := cmWaitOK(t, p); err != nil {
 						t.Errorf("concurrent client: %v", p)
 					} else if n := len(cmLines(p.stdout.String())); n != 4 {
 						t.Errorf("concurrent client printed %d lines: %v", n, p)
@@ -732,6 +762,16 @@ func TestRpingSizeMismatch(t *testing.T) {
 			cmWaitListen(t, server, "TCP", cmNextPort)
 			client := cmRunClient(t, server, "rping", "c", []string{"-c", "-a", addr, "-p", port, "-v", "-C", "3", "-S", "200"})
 			server.wait()
+			status := server.status()
+			if server.impl != "go" && server.stderr.trimSuffix(cmRpingExitRace) {
+				// The C tool's exit race (cmRpingExitRace): its main
+				// thread's status is 255 only with "rping server failed".
+				if !strings.Contains(server.stderr.String(), "rping server failed: -1\n") {
+					status = 0
+				}
+				t.Logf("%s: rdma-core's rping lost its exit race (exit %d, taken as %d): %q removed from its stderr",
+					server.name, server.status(), status, strings.TrimSpace(cmRpingExitRace))
+			}
 			want := []string{"cq completion failed status 4", "wait for RDMA_READ_COMPLETE state 11", "rping server failed: -1"}
 			got := cmLines(server.stderr.String())
 			if len(got) == 4 && got[3] == "server DISCONNECT EVENT..." { // if the client's answer comes in time
@@ -746,11 +786,11 @@ func TestRpingSizeMismatch(t *testing.T) {
 			// Both tools show every ordering; what holds is rping's rule:
 			// the failure is reported, and the exit is 0 only after the
 			// disconnect, 255 with "rping server failed: -1" otherwise.
-			if !cmp.Equal(got, want) || server.status() != 255 || server.stdout.String() != "" {
-				if why := cmRpingRaceOK(cmLines(server.stderr.String()), server.status()); why != "" || server.stdout.String() != "" {
-					t.Errorf("%v: exit %d: %s; want 255 and stderr %q, or the same failure racing the disconnect", server, server.status(), why, want)
+			if !cmp.Equal(got, want) || status != 255 || server.stdout.String() != "" {
+				if why := cmRpingRaceOK(cmLines(server.stderr.String()), status); why != "" || server.stdout.String() != "" {
+					t.Errorf("%v: exit %d: %s; want 255 and stderr %q, or the same failure racing the disconnect", server, status, why, want)
 				} else {
-					t.Logf("%s: the failure raced the disconnect: exit %d, stderr %q", server.name, server.status(), server.stderr.String())
+					t.Logf("%s: the failure raced the disconnect: exit %d, stderr %q", server.name, status, server.stderr.String())
 				}
 			}
 			if !strings.Contains(client.stderr.String(), "wait for RDMA_WRITE_ADV state 10") {
@@ -806,7 +846,7 @@ func TestRpingInProcessNoLeak(t *testing.T) {
 	if rc := run([]string{"rping", "-c", "-a", addr, "-p", strconv.Itoa(port), "-C", "3", "-V"}, &stdout, &stderr); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, stderr.String())
 	}
-	if err := server.wait(); err != nil {
+	if err := cmWaitOK(t, server); err != nil {
 		t.Fatalf("server: %v", server)
 	}
 	if n := testutil.OpenFDs(t); n != fds {

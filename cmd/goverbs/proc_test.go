@@ -15,6 +15,7 @@ import (
 // (see envRunMain) or a C peer.
 type proc struct {
 	name           string
+	impl, tool     string // set by cmStart: "c", "c-lines" or "go", and the tool
 	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
 	done           chan struct{}
@@ -100,6 +101,18 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+// trimSuffix removes suffix from the end of the buffer if it is there,
+// and reports whether it was.
+func (b *syncBuffer) trimSuffix(suffix string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !bytes.HasSuffix(b.buf.Bytes(), []byte(suffix)) {
+		return false
+	}
+	b.buf.Truncate(b.buf.Len() - len(suffix))
+	return true
 }
 
 func (b *syncBuffer) String() string {
