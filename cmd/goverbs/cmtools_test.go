@@ -345,18 +345,27 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 		if err == nil {
 			return server, client
 		}
-		if why == "" || try == cmKernelTries {
-			if why != "" {
-				t.Logf("siw, attempt %d: %s", try, why)
-			}
-			t.Fatal(err)
-		}
-		t.Logf("siw, attempt %d: %s; running the pair again (docs/providers.md, siw: who sends first)", try, why)
+		siwRunAgain(t, try, why, err.Error())
 		server.cmd.Process.Kill()
 		server.wait()
 		client.cmd.Process.Kill()
 		client.wait()
 	}
+}
+
+// siwRunAgain decides what follows a pair's failed attempt try: with
+// evidence of one of siw's failures (why, "" if none) and tries left, it
+// logs the attempt and returns, and the caller runs the pair again;
+// otherwise it fails the test with failure, after logging any evidence.
+func siwRunAgain(t *testing.T, try int, why, failure string) {
+	t.Helper()
+	if why == "" || try >= cmKernelTries {
+		if why != "" {
+			t.Logf("siw, attempt %d: %s", try, why)
+		}
+		t.Fatal(failure)
+	}
+	t.Logf("siw, attempt %d: %s; running the pair again (docs/providers.md, siw: who sends first)", try, why)
 }
 
 func cmLineBuffered(impl string) string {

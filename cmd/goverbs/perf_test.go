@@ -218,13 +218,7 @@ func (b *perfBed) pair(t *testing.T, test perfTest, srv, cli string, args ...str
 		if failure == "" {
 			return server, client
 		}
-		if stall == "" || try == cmKernelTries {
-			if stall != "" {
-				t.Logf("siw, attempt %d: %s", try, stall)
-			}
-			t.Fatal(failure)
-		}
-		t.Logf("siw, attempt %d: %s; running the pair again (docs/providers.md, siw: who sends first)", try, stall)
+		siwRunAgain(t, try, stall, failure)
 	}
 }
 
