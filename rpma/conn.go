@@ -395,15 +395,19 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 	if r.active {
 		ev, err := r.id.Connect(ctx, param)
 		var evErr *cm.EventError
+		first := ConnUndefined
+		if errors.As(err, &evErr) {
+			first = firstEvent(evErr.Event)
+		}
 		switch {
 		case err == nil:
 			c.pdata = ev.Conn.PrivateData
 			c.first = ConnEstablished
-		case errors.As(err, &evErr) && firstEvent(evErr.Event) != ConnUndefined:
+		case first != ConnUndefined:
 			// The failure is the connection's first event, named as
 			// librpma's rpma_conn_next_event names it: REJECTED,
 			// UNREACHABLE, and CONNECT_ERROR as ConnLost.
-			c.first = firstEvent(evErr.Event)
+			c.first = first
 		default:
 			c.Close()
 			return nil, provider(err)
