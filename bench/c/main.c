@@ -280,9 +280,30 @@ struct op {
 	double (*f)(void);
 };
 
+/*
+ * idle is the body of the thread BENCH_C_THREAD adds: it blocks for the
+ * process's life and never runs. Its only effect is that the process has
+ * two threads, as every Go program has (and any C program with a CQ or CM
+ * thread): the kernel then shares the descriptor table, and each system
+ * call on a descriptor takes and drops a reference to its file (fdget's
+ * slow path) where a one-thread process skips both.
+ */
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const char *threaded = getenv("BENCH_C_THREAD");
+	if (threaded && *threaded) {
+		pthread_t th;
+		OK(pthread_create(&th, NULL, idle, NULL));
+	}
 	const char *unpinned = getenv("BENCH_UNPINNED");
 	if (unpinned && *unpinned)
 		measure_cpu = -1;
