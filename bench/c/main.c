@@ -286,7 +286,9 @@ struct op {
  * two threads, as every Go program has (and any C program with a CQ or CM
  * thread): the kernel then shares the descriptor table, and each system
  * call on a descriptor takes and drops a reference to its file (fdget's
- * slow path) where a one-thread process skips both.
+ * slow path) where a one-thread process skips both; and glibc wraps
+ * write() in its asynchronous-cancellation bookkeeping, which it skips
+ * while the process has one thread.
  */
 static void *idle(void *arg)
 {
