@@ -40,7 +40,7 @@ wait_listen() {
 # Runs a server in the background and a client against it, each bounded by a
 # timeout; both must succeed. Usage: pair KIND PORT -- SERVER... -- CLIENT...
 pair() {
-	local kind=$1 port=$2 srv=() cli=() spid crc=0 src=0 log
+	local kind=$1 port=$2 srv=() cli=() spid crc=0 src=0 log clog
 	shift 3
 	while [[ $1 != -- ]]; do
 		srv+=("$1")
@@ -49,10 +49,12 @@ pair() {
 	shift
 	cli=("$@")
 	log=$(mktemp)
+	clog=$(mktemp)
 	timeout 60 "${srv[@]}" >"$log" 2>&1 &
 	spid=$!
 	if wait_listen "$kind" "$port"; then
-		timeout 60 "${cli[@]}" 2>&1 | sed 's/^/client: /' || crc=$?
+		timeout 60 "${cli[@]}" >"$clog" 2>&1 || crc=$?
+		sed 's/^/client: /' "$clog"
 	else
 		echo "no $kind listener on port $port after 10 s"
 		kill "$spid" 2>/dev/null || true
@@ -60,8 +62,23 @@ pair() {
 	fi
 	wait "$spid" || src=$?
 	sed 's/^/server: /' "$log"
-	rm -f "$log"
+	crc=$(exit_race "$crc" "$clog" client)
+	src=$(exit_race "$src" "$log" server)
+	rm -f "$log" "$clog"
 	((crc == 0 && src == 0))
+}
+
+# exit_race STATUS LOG WHO prints the status to judge a program by: 0 for
+# rdma-core 44's rping that lost its own exit race (its CM thread read the
+# event channel main had destroyed, printed this line last and exited 255;
+# fixed upstream in rdma-core f3ae6534a), STATUS otherwise.
+exit_race() {
+	if (($1 == 255)) && [[ $(tail -n 1 "$2") == "rdma_get_cm_event: Bad file descriptor" ]]; then
+		echo "$3: rping's exit race (rdma-core f3ae6534a), taken as success" >&2
+		echo 0
+		return
+	fi
+	echo "$1"
 }
 
 step "ibv_devices"
