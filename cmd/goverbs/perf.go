@@ -3,8 +3,9 @@ package main
 // goverbs perf: the job of perftest's ib_{write,read,send,atomic}_{bw,lat}
 // (perftest 6.06, Debian's 4.5+0.17): ib_write_bw, ib_write_lat,
 // ib_read_bw, ib_read_lat, ib_send_bw, ib_send_lat, ib_atomic_bw and
-// ib_atomic_lat, wire-compatible with them: either end may be the C tool. This file holds the command line; the verbs side is in
-// perf_run.go, the out-of-band exchange in internal/perftest.
+// ib_atomic_lat, wire-compatible with them: either end may be the C tool.
+// This file holds the command line; the verbs side is in perf_run.go, the
+// out-of-band exchange in internal/perftest.
 
 import (
 	"fmt"
