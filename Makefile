@@ -113,7 +113,7 @@ bench:
 	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/bench-go ./bench/go
 	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(CURDIR)/.cache/bench/bench-cgo .
 	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
-	@rm -f $(CURDIR)/.cache/bench/bench-cunpinned $(CURDIR)/.cache/bench/bench-gounpinned $(CURDIR)/.cache/bench/bench-cthread
+	@rm -f $(CURDIR)/.cache/bench/bench-cunpinned $(CURDIR)/.cache/bench/bench-gounpinned $(CURDIR)/.cache/bench/bench-cthread $(CURDIR)/.cache/bench/bench-gonopreempt
 	@if [ -n "$${BENCH_UNPINNED:-}" ]; then for i in c go; do \
 		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(CURDIR)/.cache/bench/bench-$${i}unpinned; \
 		chmod +x $(CURDIR)/.cache/bench/bench-$${i}unpinned; done; fi
@@ -121,6 +121,10 @@ bench:
 	@if [ -n "$${BENCH_C_THREAD:-}" ]; then \
 		printf '#!/bin/sh\nBENCH_C_THREAD=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(CURDIR)/.cache/bench/bench-cthread; \
 		chmod +x $(CURDIR)/.cache/bench/bench-cthread; fi
+	@# BENCH_GO_NOPREEMPT=1 adds a Go column run with GODEBUG=asyncpreemptoff=1 (no preemption signals)
+	@if [ -n "$${BENCH_GO_NOPREEMPT:-}" ]; then \
+		printf '#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec "$$(dirname "$$0")/bench-go" "$$@"\n' > $(CURDIR)/.cache/bench/bench-gonopreempt; \
+		chmod +x $(CURDIR)/.cache/bench/bench-gonopreempt; fi
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(CURDIR)/.cache/bench $${BENCH_ROUNDS:-7} | tee $(CURDIR)/.cache/bench/raw.txt
 	$(GO) run ./bench/report < $(CURDIR)/.cache/bench/raw.txt | tee $(CURDIR)/.cache/bench/table.md
 

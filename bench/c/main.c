@@ -225,6 +225,51 @@ static double msgrate(struct bp_pair *p, int n, int off)
 }
 static double op_msgrate(void) { return msgrate(pair, MSGRATE_N, 0); }
 
+/*
+ * msgtimed: the message-rate loop once more with every post timed on its
+ * own, printing where a message's time goes: the median post (its doorbell
+ * system call), the time per message lost in posts more than three times
+ * the median (the measuring thread interrupted), and the time per message
+ * outside the posts (polling and the loop). bench/go's msgTimed is the
+ * same loop.
+ */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+static void msgtimed(struct bp_pair *p, int n)
+{
+	double *d = malloc(n * sizeof(*d));
+	struct ibv_wc wc[16];
+	int posted = 0, done = 0;
+	if (!d)
+		exit(1);
+	double t0 = bp_now();
+	while (done < n) {
+		while (posted < n && posted - done < 64) {
+			double ta = bp_now();
+			OK(bp_post_send(dev, p->a.qp, 1, 1, posted, 0));
+			d[posted++] = bp_now() - ta;
+		}
+		int got = bp_poll(p->a.scq, 16, wc);
+		CHECK(got);
+		done += got;
+	}
+	double total = bp_now() - t0, sum = 0, stall = 0;
+	for (int i = 0; i < n; i++)
+		sum += d[i];
+	qsort(d, n, sizeof(*d), cmp_double);
+	double med = d[n / 2];
+	for (int i = 0; i < n; i++)
+		if (d[i] > 3 * med)
+			stall += d[i] - med;
+	printf("msgtimed_post_median\t%.0f\tns\n", med);
+	printf("msgtimed_stall_per_msg\t%.1f\tns\n", stall / n);
+	printf("msgtimed_other_per_msg\t%.1f\tns\n", (total - sum) / n);
+	free(d);
+}
+
 struct scale_arg {
 	struct bp_pair *p;
 	int cpu, n;
@@ -337,5 +382,8 @@ int main(int argc, char **argv)
 		if (wanted(name, argc, argv))
 			printf("%s\t%.1f\tkmsg/s\n", name, scale(t));
 	}
+	/* A diagnosis, not an operation: only when an argument names it. */
+	if (argc > 1 && wanted("msgtimed", argc, argv))
+		msgtimed(pair, MSGRATE_N);
 	return 0;
 }

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -376,6 +377,48 @@ func msgrate(p *pair, n, off int) float64 {
 	return float64(n) / time.Since(t0).Seconds() / 1e3
 }
 
+// msgTimed runs the message-rate loop once more with every post timed on
+// its own (a clock read on each side of PostSend) and prints three rows
+// that say where a message's time goes: the median post (its doorbell
+// system call), the time per message lost in posts more than three times
+// the median (the measuring thread interrupted: timer ticks and softirqs
+// in every program, and in Go the runtime's preemption of a goroutine that
+// runs for more than 10 ms), and the time per message outside PostSend
+// (polling and the loop). bench-c's msgtimed rows are the same loop.
+func msgTimed(p *pair, n int) {
+	d := make([]int64, n)
+	swr := sendWR(true, 0)
+	wc := make([]verbs.WorkCompletion, 16)
+	posted, done := 0, 0
+	t0 := time.Now()
+	for done < n {
+		for posted < n && posted-done < 64 {
+			signal(swr, posted, true)
+			ta := time.Since(t0) // one monotonic clock read, as bench-c's
+			must(p.a.qp.PostSend(swr))
+			d[posted] = int64(time.Since(t0) - ta)
+			posted++
+		}
+		done += poll(p.a.scq, wc)
+	}
+	total := int64(time.Since(t0))
+	var sum int64
+	for _, v := range d {
+		sum += v
+	}
+	slices.Sort(d)
+	med := d[n/2]
+	var stall int64
+	for _, v := range d {
+		if v > 3*med {
+			stall += v - med
+		}
+	}
+	fmt.Printf("msgtimed_post_median\t%d\tns\n", med)
+	fmt.Printf("msgtimed_stall_per_msg\t%.1f\tns\n", float64(stall)/float64(n))
+	fmt.Printf("msgtimed_other_per_msg\t%.1f\tns\n", float64(total-sum)/float64(n))
+}
+
 var scalePairs []*pair
 
 func scale(threads int) float64 {
@@ -433,6 +476,11 @@ func main() {
 			continue
 		}
 		fmt.Printf("%s\t%.1f\t%s\n", op.name, op.f(), op.unit)
+	}
+	// The timed message-rate loop is a diagnosis, not an operation: it
+	// runs only when an argument names it.
+	if len(os.Args) > 1 && wanted("msgtimed") {
+		msgTimed(p, msgrateN)
 	}
 }
 
