@@ -230,8 +230,8 @@ static double op_msgrate(void) { return msgrate(pair, MSGRATE_N, 0); }
  * own, printing where a message's time goes: the median post (its doorbell
  * system call), the time per message lost in posts more than three times
  * the median (the measuring thread interrupted), and the time per message
- * outside the posts (polling and the loop). bench/go's msgTimed is the
- * same loop.
+ * outside the posts (polling and the loop); and the cost of one clock read,
+ * which every timed post includes. bench/go's msgTimed is the same loop.
  */
 static int cmp_double(const void *a, const void *b)
 {
@@ -264,6 +264,14 @@ static void msgtimed(struct bp_pair *p, int n)
 	for (int i = 0; i < n; i++)
 		if (d[i] > 3 * med)
 			stall += d[i] - med;
+	/* What one clock read costs, part of every timed post. */
+	enum { READS = 10000 };
+	volatile double sink;
+	double tc = bp_now();
+	for (int i = 0; i < READS; i++)
+		sink = bp_now();
+	(void)sink;
+	printf("msgtimed_clock_read\t%.1f\tns\n", (bp_now() - tc) / READS);
 	printf("msgtimed_post_median\t%.0f\tns\n", med);
 	printf("msgtimed_stall_per_msg\t%.1f\tns\n", stall / n);
 	printf("msgtimed_other_per_msg\t%.1f\tns\n", (total - sum) / n);

@@ -384,7 +384,8 @@ func msgrate(p *pair, n, off int) float64 {
 // the median (the measuring thread interrupted: timer ticks and softirqs
 // in every program, and in Go the runtime's preemption of a goroutine that
 // runs for more than 10 ms), and the time per message outside PostSend
-// (polling and the loop). bench-c's msgtimed rows are the same loop.
+// (polling and the loop); and a fourth, the cost of one clock read, which
+// every timed post includes. bench-c's msgtimed rows are the same loop.
 func msgTimed(p *pair, n int) {
 	d := make([]int64, n)
 	swr := sendWR(true, 0)
@@ -414,6 +415,14 @@ func msgTimed(p *pair, n int) {
 			stall += v - med
 		}
 	}
+	// What one clock read costs, part of every timed post.
+	const reads = 10000
+	tc := time.Since(t0)
+	for i := 0; i < reads; i++ {
+		_ = time.Since(t0)
+	}
+	clock := float64(time.Since(t0)-tc) / reads
+	fmt.Printf("msgtimed_clock_read\t%.1f\tns\n", clock)
 	fmt.Printf("msgtimed_post_median\t%d\tns\n", med)
 	fmt.Printf("msgtimed_stall_per_msg\t%.1f\tns\n", float64(stall)/float64(n))
 	fmt.Printf("msgtimed_other_per_msg\t%.1f\tns\n", float64(total-sum)/float64(n))
