@@ -378,16 +378,16 @@ func msgrate(p *pair, n, off int) float64 {
 }
 
 // msgTimed runs the message-rate loop once more with every post timed on
-// its own (a clock read on each side of PostSend) and prints rows that
-// say where a message's time goes: the median post (its doorbell
-// system call), the time per message lost in posts more than three times
-// the median (the measuring thread interrupted: timer ticks and softirqs
-// in every program, and in Go the runtime's preemption of a goroutine that
-// runs for more than 10 ms), and the time per message outside PostSend
-// (polling and the loop); and a fourth, the cost of one clock read, which
-// every timed post includes. bench-c's msgtimed rows are the same loop.
-// The loop is msgrate's, copied rather than given a timing flag, so that
-// the message-rate row keeps exactly the loop bench-c's row runs.
+// its own (a clock read on each side of PostSend) and prints four rows
+// that say where a message's time goes: the cost of one clock read (every
+// timed post includes one), the median post (its doorbell system call),
+// the time per message lost in posts more than three times the median
+// (the measuring thread interrupted: timer ticks and softirqs in every
+// program, and in Go the runtime's preemption of a goroutine that runs for
+// more than 10 ms), and the time per message outside PostSend (polling and
+// the loop). bench-c's msgtimed rows are the same loop. The loop is
+// msgrate's, copied rather than given a timing flag, so that the
+// message-rate row keeps exactly the loop bench-c's row runs.
 func msgTimed(p *pair, n int) {
 	d := make([]int64, n)
 	swr := sendWR(true, 0)
