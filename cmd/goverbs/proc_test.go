@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,6 +39,14 @@ func startProc(t testing.TB, name string, argv, env []string, guard time.Duratio
 	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if argv[0] == os.Args[0] {
+		// goverbs is this binary, a Go program: when the guard expires,
+		// SIGQUIT makes it print every goroutine's stack to its stderr
+		// (kept in the failure message), the evidence of where it hung;
+		// SIGKILL follows if it has not exited 5 s later.
+		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGQUIT) }
+		p.cmd.WaitDelay = 5 * time.Second
+	}
 	if err := p.cmd.Start(); err != nil {
 		cancel()
 		return nil, fmt.Errorf("start %v: %v", argv, err)
