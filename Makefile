@@ -31,8 +31,14 @@ all: build
 deps:
 	hack/vm/install-deps.sh
 
-## test: vet, gofmt, unit tests (race), generation check, arm64 build, VM integration tests
-test: deps vet fmt-check unit generate-check cross integration test-arm64
+## test: every stage below, each one even when an earlier one failed
+## (hack/test-stages.sh), then one summary: each stage's result, time and
+## counts, every failed test with its output's last lines; full logs in
+## .cache/test/stages/STAGE.log. Exit status non-zero if any stage failed.
+TEST_STAGES ?= deps vet fmt-check unit generate-check cross \
+	$(addprefix integration-,$(KERNELS)) test-arm64 faults test-siw
+test:
+	@hack/test-stages.sh $(TEST_STAGES)
 
 vet:
 	$(GO) vet $(PKGS)
@@ -43,7 +49,7 @@ fmt-check:
 
 ## unit: host tests (device tests skip here), with the race detector
 unit:
-	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+	$(GO) test -race -count=1 -v -timeout 10m $(PKGS)
 
 ## generate: regenerate the ABI (uverbs/z*.go, uverbs/abi.pin) from the newest
 ## Debian 12 linux-headers-6.12.*-common (fetched into .cache, never installed).
@@ -64,7 +70,21 @@ cross:
 ## each kernel in KERNELS (integration-6.12 / integration-6.1 run one)
 integration: $(addprefix integration-,$(KERNELS))
 
-$(addprefix integration-,$(KERNELS)): integration-%:
+## bed-STAGE: build what STAGE's VMs need (packages, kernel, siw.ko, arm64
+## userland, initramfs) without booting: hack/vm/run.sh --prepare. make test
+## runs it before the stage, so a bed that cannot be built fails the stage
+## once, with the bed's own error, before any test binary asks for it.
+.PHONY: $(addprefix bed-integration-,$(KERNELS)) bed-test-arm64 bed-faults bed-test-siw
+$(addprefix bed-integration-,$(KERNELS)): bed-integration-%:
+	GOVERBS_KERNEL=$* hack/vm/run.sh --prepare
+bed-test-arm64:
+	GOVERBS_VM_ARCH=arm64 GOVERBS_KERNEL=6.12 hack/vm/run.sh --prepare
+bed-faults:
+	hack/vm/run.sh --prepare --link listen:1:169.254.77.11
+bed-test-siw:
+	GOVERBS_PROVIDER=siw GOVERBS_KERNEL=$(SIW_KERNEL) hack/vm/run.sh --prepare
+
+$(addprefix integration-,$(KERNELS)): integration-%: bed-integration-%
 	@mkdir -p $(LOGDIR)
 	@echo "== integration on kernel $*"
 	@set -o pipefail; start=$$SECONDS; \
@@ -88,7 +108,7 @@ ARM64_CMD_RUN ?= Devinfo|RXE|Usage|Pingpong|Rping|Udaddy|Ucmatose|CM
 # flags and exit codes, not the rings; the interop matrices stay whole.
 ARM64_CMD_SKIP ?= TestPingpongBench|TestPingpongValidate|TestPingpongRxDepth|TestRpingErrors|TestRpingPersistent
 .PHONY: test-arm64
-test-arm64:
+test-arm64: bed-test-arm64
 	@mkdir -p $(LOGDIR)
 	@echo "== arm64 (kernel 6.12)"
 	@set -o pipefail; start=$$SECONDS; export GOARCH=arm64 CGO_ENABLED=0 GOVERBS_VM_ARCH=arm64 GOVERBS_KERNEL=6.12; \
@@ -143,14 +163,13 @@ fuzz-long:
 ## an RC verbs stream, an rpma write+flush stream and rdma_cm connections;
 ## prints the per-fault table (WRs posted, OK, in error, lost, time to detect)
 .PHONY: faults
-faults:
+faults: bed-faults
 	@mkdir -p $(LOGDIR)
 	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
 	@set -o pipefail; start=$$SECONDS; \
 	hack/vm/two-host.sh --timeout 900 -- $(LOGDIR)/faults.test -test.v -test.timeout 12m 2>&1 | tee $(LOGDIR)/faults.log; \
 	rc=$$?; echo "faults: $$((SECONDS - start)) s"; exit $$rc
 	@grep '^a| faults: |' $(LOGDIR)/faults.log | sed 's/^a| faults: //'
-test: faults
 
 ## soak: the fault tests' soak for SOAK (default 6m), race detector on: the
 ## stream over a mildly lossy, duplicating, reordering link; then
@@ -174,7 +193,7 @@ SIW_KERNEL ?= $(firstword $(KERNELS))
 # SIW_SKIP: a -skip pattern for ad-hoc runs; empty, so every test runs.
 SIW_SKIP ?=
 .PHONY: test-siw
-test-siw:
+test-siw: bed-test-siw
 	@mkdir -p $(LOGDIR)
 	@echo "== siw on kernel $(SIW_KERNEL)"
 	@set -o pipefail; start=$$SECONDS; \
@@ -182,7 +201,6 @@ test-siw:
 	rc=$$?; echo "test-siw: $$((SECONDS - start)) s"; exit $$rc
 	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/siw.log | sed 's/^/test-siw: /'
 	@hack/vm/check-integration-log.sh $(LOGDIR)/siw.log | sed 's/^/test-siw: /'; exit $${PIPESTATUS[0]}
-test: test-siw
 
 clean:
 	rm -rf bin .cache/test

@@ -41,6 +41,8 @@ case $series in
 *) die "GOVERBS_ABI_SERIES=$series: known series are 6.12 and 6.1" ;;
 esac
 
+# shellcheck source=../hack/vm/apt-lock.sh
+. "$repo/hack/vm/apt-lock.sh"
 candidate() {
 	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
 }
@@ -60,7 +62,7 @@ if [[ -z $pkg ]]; then
 	pkg=$(newest)
 	if [[ -z $pkg ]]; then
 		log "no $series headers package known to apt; running apt-get update"
-		apt-get update -qq >&2 || die "apt-get update failed"
+		goverbs_apt_update || die "apt-get update failed"
 		pkg=$(newest)
 	fi
 	[[ -n $pkg ]] || die "apt knows no package matching $re (is this Debian 12?)"
@@ -82,7 +84,7 @@ if [[ -e $dest/.complete ]]; then
 	echo "$dest/include"
 	exit 0
 fi
-[[ -n $(candidate "$pkg") ]] || { apt-get update -qq >&2 || true; }
+[[ -n $(candidate "$pkg") ]] || { goverbs_apt_update || true; }
 [[ -n $(candidate "$pkg") ]] || die "apt cannot download $pkg"
 
 tmp=$(mktemp -d "$cache/.fetch.XXXXXX")

@@ -36,12 +36,15 @@ exec 9>"$cache/.siw.lock"
 flock 9
 [[ -e $stamp ]] && exit 0
 
+# shellcheck source=apt-lock.sh
+. "$here/apt-lock.sh"
+goverbs_apt_lock
 candidate() {
 	apt-cache policy "$1" 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
 }
 image=${kdir##*/}
 version=$(candidate "$image")
-[[ -n $version ]] || { apt-get update -qq >&2 || true; version=$(candidate "$image"); }
+[[ -n $version ]] || { goverbs_apt_update || true; version=$(candidate "$image"); }
 [[ -n $version ]] || die "apt does not know $image any more; remove $kdir to fetch the current kernel"
 headers=${image/linux-image-/linux-headers-}
 headers=${headers%-unsigned}

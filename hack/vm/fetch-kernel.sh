@@ -13,7 +13,7 @@
 #      GOVERBS_VM_ARCH      amd64 (default) or arm64. arm64 has only the 6.12
 #                           series; its package comes from Debian's arm64
 #                           archive (dpkg --add-architecture arm64 is done
-#                           here when missing).
+#                           here when missing, under apt-lock.sh's lock).
 #      GOVERBS_VM_CACHE     cache directory (default: <repo>/.cache/vm).
 #
 # The package is only unpacked with dpkg -x, never installed: the host keeps
@@ -54,11 +54,8 @@ case $series in
 6.12) pkg_re="^linux-image-6\.12\.([0-9]+)\+deb12-$arch(-unsigned)?\$" ;;
 *) die "GOVERBS_KERNEL=$series: the test bed knows 6.1 and 6.12" ;;
 esac
-if [[ $arch == arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-	log "adding the arm64 architecture to dpkg (for apt-get download only)"
-	dpkg --add-architecture arm64 || die "dpkg --add-architecture arm64 failed (run as root)"
-	apt-get update -qq >&2 || die "apt-get update failed"
-fi
+# shellcheck source=apt-lock.sh
+. "$here/apt-lock.sh"
 
 # Prints the newest package name of the series. The signed and the
 # -unsigned packages carry the same kernel and modules; the signed one is
@@ -108,12 +105,18 @@ if [[ -n $pkg && -e $dest/.complete ]]; then
 	exit 0
 fi
 
+# From the first question to apt to the download, apt's lists hold still
+# (apt-lock.sh): rootfs.sh may be adding an architecture at the same time.
+goverbs_apt_lock
+if [[ $arch != amd64 ]]; then
+	goverbs_apt_ensure_arch "$arch" || die "cannot add the $arch architecture to dpkg and update apt's lists (run as root)"
+fi
 if [[ -z $pkg ]]; then
 	pkg=$(newest_pkg)
 	if [[ -z $pkg ]]; then
 		# Fresh machines (CI) may have no package lists yet.
 		log "no $series kernel package known to apt; running apt-get update"
-		apt-get update -qq >&2 || die "apt-get update failed"
+		goverbs_apt_update || die "apt-get update failed"
 		pkg=$(newest_pkg)
 	fi
 	[[ -n $pkg ]] || die "apt knows no $series kernel package matching $pkg_re (is this Debian bookworm?)"
@@ -123,7 +126,7 @@ if [[ -z $pkg ]]; then
 		exit 0
 	fi
 elif [[ -z $(candidate "$pkg") ]]; then
-	apt-get update -qq >&2 || die "apt-get update failed"
+	goverbs_apt_update || die "apt-get update failed"
 	[[ -n $(candidate "$pkg") ]] || die "apt cannot download $pkg (GOVERBS_KERNEL_PKG)"
 fi
 

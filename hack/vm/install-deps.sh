@@ -55,6 +55,19 @@ if ((EUID != 0)); then
 	fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+# shellcheck source=apt-lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt-lock.sh"
+# Under the bed's apt lock (apt-lock.sh), and checked again there: two VMs
+# starting at once on a fresh machine both find qemu missing.
+if ((EUID == 0)); then
+	goverbs_apt_lock
+	still=()
+	for p in "${missing[@]}"; do
+		[[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || still+=("$p")
+	done
+	((${#still[@]} > 0)) || exit 0
+	missing=("${still[@]}")
+fi
 # A fresh machine may have empty or stale package lists; one update is enough.
 "${sudo[@]}" apt-get update -qq >&2
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

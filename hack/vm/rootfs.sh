@@ -62,11 +62,8 @@ pkgs=(
 # Bump when the tree's layout changes in a way the package list cannot show.
 format=2
 
-if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
-	log "adding the $arch architecture to dpkg (for apt-get download only)"
-	dpkg --add-architecture "$arch" || die "dpkg --add-architecture $arch failed (run as root)"
-	apt-get update -qq >&2 || die "apt-get update failed"
-fi
+# shellcheck source=apt-lock.sh
+. "$here/apt-lock.sh"
 
 # Prints "name=version" for packages $@ (names without :arch) and the
 # library packages they depend on, recursively: Depends and Pre-Depends,
@@ -79,6 +76,13 @@ resolve() {
 	while ((${#todo[@]} > 0)); do
 		next=()
 		for name in "${todo[@]}"; do seen[$name]=1; done
+		apt-cache depends --no-recommends --no-suggests --no-conflicts \
+			--no-breaks --no-replaces --no-enhances "${todo[@]/%/:$arch}" >"$cache/.depends.$$" 2>"$cache/.depends.$$.err" || {
+			cat "$cache/.depends.$$.err" >&2
+			rm -f "$cache/.depends.$$" "$cache/.depends.$$.err"
+			die "apt-cache depends failed for the $arch packages"
+		}
+		rm -f "$cache/.depends.$$.err"
 		while IFS= read -r line; do
 			case $line in
 			" |"*) [[ -n ${alt:-} ]] || alt=${line#*: } ; continue ;;
@@ -91,10 +95,14 @@ resolve() {
 			[[ -n ${seen[$dep]:-} ]] && continue
 			seen[$dep]=1
 			next+=("$dep")
-		done < <(apt-cache depends --no-recommends --no-suggests --no-conflicts \
-			--no-breaks --no-replaces --no-enhances "${todo[@]/%/:$arch}" 2>/dev/null)
+		done <"$cache/.depends.$$"
 		todo=("${next[@]}")
 	done
+	rm -f "$cache/.depends.$$"
+	# apt-cache depends that answers nothing for a package apt knows is a
+	# list being rewritten, not a package without libraries: every guest
+	# program needs at least libc6, so the set must have grown.
+	((${#seen[@]} > $#)) || die "apt-cache depends resolved no dependency of the named $arch packages (package lists incomplete?)"
 	# One apt-cache call for all: each costs about a second.
 	printf '%s\n' "${!seen[@]}" | sed "s/\$/:$arch/" | xargs apt-cache policy 2>/dev/null |
 		awk -v arch=":$arch" '
@@ -111,6 +119,8 @@ resolve() {
 }
 
 mkdir -p "$cache"
+# One builder at a time per cache; the others wait here and then find the
+# finished tree (the check below runs under the lock).
 exec 9>"$cache/.rootfs-$arch.lock"
 flock 9
 
@@ -128,7 +138,16 @@ if [[ -e $dest/.complete ]]; then
 	echo "$dest"
 	exit 0
 fi
-list=$(resolve "${pkgs[@]}")
+# From here to the last download apt's lists must hold still (apt-lock.sh).
+goverbs_apt_lock
+goverbs_apt_ensure_arch "$arch" || die "cannot add the $arch architecture to dpkg and update apt's lists (run as root)"
+# A machine whose architecture was added by a run that died before its
+# update finished has it without its lists: update once, then insist.
+list=$(resolve "${pkgs[@]}" 2>/dev/null) || {
+	log "resolving the $arch packages failed; updating apt's lists once"
+	goverbs_apt_update || die "apt-get update failed"
+	list=$(resolve "${pkgs[@]}")
+}
 
 log "downloading $(wc -l <<<"$list") $arch packages"
 tmp=$(mktemp -d "$cache/.rootfs.XXXXXX")
@@ -191,7 +210,7 @@ done < <(
 	find "$root/usr/lib/$triplet" -maxdepth 1 -type f -print0
 )
 if ((${#missing[@]} > 0)); then
-	printf '%s\n' "${missing[@]}" | sort -u | head -n 40 >&2
+	printf '%s\n' "${missing[@]}" | sort -u | head -n 40 | sed "s/^/rootfs: missing: /" >&2
 	die "libraries missing from the $arch tree (add their packages to rootfs.sh)"
 fi
 

@@ -14,6 +14,11 @@
 #   --bind DIR         arm64 only: also show host directory DIR (read-only)
 #                      in the guest (repeatable; see "arm64" below)
 #   -v                 copy the kernel log to stderr while the VM runs
+#   --prepare          build everything the VM needs (packages, kernel, siw.ko,
+#                      arm64 userland, initramfs) and exit 0 without booting
+#                      and without a command: make's bed-* targets run this
+#                      once per stage, so that a bed that cannot be built
+#                      fails once, with its own error, before any test runs
 #   --link MODE:PORT:ADDR  two-host mode (hack/vm/two-host.sh): the guest gets
 #                      a virtio-net NIC on a qemu socket netdev that listens
 #                      on (MODE listen) or connects to (MODE connect)
@@ -73,6 +78,7 @@ arch=${GOVERBS_VM_ARCH:-amd64}
 rw_dirs=()
 bind_dirs=()
 link=
+prepare=
 
 # Modules the guest needs, in load order; run.sh expands each to its
 # dependencies. crc32_generic is no symbol dependency of rdma_rxe (rxe asks the
@@ -112,6 +118,7 @@ while (($# > 0)); do
 	--bind) bind_dirs+=("${2:?--bind needs a directory}"); shift 2 ;;
 	--bind=*) bind_dirs+=("${1#*=}"); shift ;;
 	-v) verbose=1; shift ;;
+	--prepare) prepare=1; shift ;;
 	--link) link=${2:?--link needs MODE:PORT:ADDR}; shift 2 ;;
 	--link=*) link=${1#*=}; shift ;;
 	-h | --help) usage ;;
@@ -119,7 +126,7 @@ while (($# > 0)); do
 	*) echo "vm: unknown option $1 (the command goes after --)" >&2; usage ;;
 	esac
 done
-(($# > 0)) || usage
+(($# > 0)) || [[ -n $prepare ]] || usage
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || die "--timeout wants seconds, got '$timeout'"
 [[ $cpus =~ ^[0-9]+$ && $cpus -gt 0 ]] || die "--cpus wants a number, got '$cpus'"
 
@@ -295,6 +302,12 @@ if [[ ! -s $initramfs ]]; then
 	[[ -n $siw ]] || stale+=(! -name "initramfs-$kver-siw-*")
 	[[ -n $link ]] || stale+=(! -name "initramfs-$kver-link-*")
 	find "$cache" -maxdepth 1 "${stale[@]}" -delete
+fi
+
+if [[ -n $prepare ]]; then
+	printf 'vm: bed ready: %s kernel %s%s, initramfs %s%s\n' "$arch" "$kver" "${siw:+ with siw.ko}" \
+		"${initramfs##*/}" "${userland:+, userland ${userland##*/}}" >&2
+	exit 0
 fi
 
 # ------------------------------------------------------------------ the run --

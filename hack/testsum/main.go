@@ -1,0 +1,431 @@
+// Command testsum prints the summary of a `make test` run: one row a stage
+// (its result, time and test counts, and where its full log is), then every
+// failed test with the last lines of its output, then one closing line with
+// the totals. hack/test-stages.sh runs it after the last stage.
+//
+// Usage:
+//
+//	testsum [-tail N] [-failures FILE] STAGES.tsv
+//
+// STAGES.tsv has one line a stage, tab-separated: name, exit status, seconds,
+// kind and log file. The kind is "tests" for a stage whose log is `go test
+// -v` output (possibly from two VMs, each line behind "a| " or "b| "),
+// "plain" for a stage that runs no tests (vet, gofmt, the arm64 build), and
+// "bed" for a test stage whose test bed could not be built (its tests did
+// not run; the log's last lines are the bed's error). -failures writes each
+// failed test's whole output (up to 400 lines) to FILE, for .ci/run to
+// print.
+//
+// Exit status: 0, or 2 on bad usage or an unreadable file. Whether the run
+// passed is the caller's to say (the stages' own exit statuses).
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// stage is one line of STAGES.tsv and what its log says.
+type stage struct {
+	name    string
+	status  int
+	seconds int
+	kind    string // "tests", "plain" or "bed"
+	log     string
+
+	counts
+	failures []failure
+	tail     []string // the log's last lines, for a stage that failed with no failed test
+}
+
+type counts struct {
+	passed, failed, skipped int
+	// tests is set once any test result was seen: a stage whose log
+	// holds none prints "-" instead of zeros.
+	tests bool
+}
+
+// failure is one failed test, or a package that failed with no failed test
+// (a build failure, a panic outside a test, a timeout, a VM that died).
+type failure struct {
+	pkg    string // import path, or the stream's label
+	test   string // "" for a package-level failure
+	output []string
+}
+
+const maxOutput = 400 // lines of one test's output kept for -failures
+
+var (
+	resultRE  = regexp.MustCompile(`^ *--- (PASS|FAIL|SKIP): (\S+)`)
+	startRE   = regexp.MustCompile(`^=== (RUN|CONT|NAME|PAUSE) +(\S+)`)
+	packageRE = regexp.MustCompile("^(ok|FAIL|\\?) *\t(\\S+)")
+	streamRE  = regexp.MustCompile(`^([a-z])\| `)
+	// What the test bed's scripts say (hack/vm/*.sh), and errors.
+	bedRE = regexp.MustCompile(`^(vm|rootfs|fetch-kernel|build-siw|apt|install-deps|uapi-headers|go-test-exec|two-host|make): |^E: |error`)
+)
+
+// stream is the parser's state for one go test output stream: the whole
+// log, or one VM's lines in a two-host log.
+type stream struct {
+	label   string
+	cur     string
+	out     map[string][]string // test name -> its output so far
+	pending []failure           // failed tests waiting for their package's name
+	pkgBuf  []string            // the current package's last lines
+	sawFail bool                // a test of the current package failed
+}
+
+func newStream(label string) *stream {
+	return &stream{label: label, out: map[string][]string{}}
+}
+
+func appendCapped(s []string, line string, limit int) []string {
+	s = append(s, line)
+	if len(s) > limit {
+		s = s[len(s)-limit:]
+	}
+	return s
+}
+
+// parse reads a go test -v log and returns its counts and failures.
+func parse(r io.Reader) (counts, []failure, error) {
+	var c counts
+	var fails []failure
+	streams := map[string]*stream{}
+	get := func(label string) *stream {
+		s := streams[label]
+		if s == nil {
+			s = newStream(label)
+			streams[label] = s
+		}
+		return s
+	}
+	// endPackage names the pending failures of s after pkg; a package that
+	// failed without a failed test is a failure of its own.
+	endPackage := func(s *stream, pkg string, failed bool) {
+		for _, f := range s.pending {
+			f.pkg = pkg
+			f.output = s.out[f.test]
+			fails = append(fails, f)
+		}
+		if failed && !s.sawFail {
+			fails = append(fails, failure{pkg: pkg, output: packageExcerpt(s.pkgBuf)})
+		}
+		label := s.label
+		*s = *newStream(label)
+	}
+
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		label := ""
+		if m := streamRE.FindStringSubmatch(line); m != nil {
+			label = m[1]
+			line = line[len(m[0]):]
+		}
+		s := get(label)
+		if m := packageRE.FindStringSubmatch(line); m != nil {
+			endPackage(s, m[2], m[1] == "FAIL")
+			continue
+		}
+		// A test binary run by hand (the two-host faults, one stream a VM)
+		// ends with a bare PASS or FAIL instead of go test's package line;
+		// under go test that bare line comes just before the package line.
+		if line == "PASS" || line == "FAIL" {
+			if label != "" {
+				endPackage(s, "VM "+label, line == "FAIL")
+			}
+			continue
+		}
+		s.pkgBuf = appendCapped(s.pkgBuf, line, 200)
+
+		if m := startRE.FindStringSubmatch(line); m != nil {
+			s.cur = m[2]
+			continue
+		}
+		if m := resultRE.FindStringSubmatch(line); m != nil {
+			c.tests = true
+			name := m[2]
+			switch m[1] {
+			case "PASS":
+				c.passed++
+			case "SKIP":
+				c.skipped++
+			case "FAIL":
+				c.failed++
+				s.sawFail = true
+				s.pending = append(s.pending, failure{test: name})
+			}
+			// Non-verbose output puts a failed test's lines after its
+			// result line, indented.
+			s.cur = name
+			continue
+		}
+		if s.cur != "" {
+			s.out[s.cur] = appendCapped(s.out[s.cur], line, maxOutput)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return c, fails, err
+	}
+	// A log cut short (the stage killed, a VM that never came back) may
+	// leave failures with no package line after them.
+	for label, s := range streams {
+		if len(s.pending) > 0 {
+			pkg := "(no package line: log cut short)"
+			if label != "" {
+				pkg = "VM " + label + " " + pkg
+			}
+			endPackage(s, pkg, false)
+		}
+	}
+	return c, fails, nil
+}
+
+// packageExcerpt picks what explains a package-level failure: from the
+// first panic or VM message on, else the last lines.
+func packageExcerpt(buf []string) []string {
+	for i, l := range buf {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "vm: ") || strings.HasPrefix(l, "go-test-exec: ") {
+			return buf[i:]
+		}
+	}
+	return buf
+}
+
+// parentOf reports whether a is a parent test of b ("TestX" of "TestX/sub").
+func parentOf(a, b string) bool { return strings.HasPrefix(b, a+"/") }
+
+// leaves drops failed tests whose failure is a failed subtest's: the
+// subtest is reported, with its output, and the parent would repeat it.
+func leaves(fs []failure) []failure {
+	var out []failure
+	for i, f := range fs {
+		shadowed := false
+		for j, g := range fs {
+			if i != j && f.test != "" && f.pkg == g.pkg && parentOf(f.test, g.test) {
+				shadowed = true
+				break
+			}
+		}
+		if !shadowed {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func lastLines(path string, n int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{fmt.Sprintf("(no log: %v)", err)}
+	}
+	defer f.Close()
+	var buf []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
+	for sc.Scan() {
+		buf = appendCapped(buf, sc.Text(), n)
+	}
+	return buf
+}
+
+func readStages(path string) ([]*stage, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*stage
+	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 5 {
+			return nil, fmt.Errorf("%s:%d: want 5 tab-separated fields, got %d", path, i+1, len(f))
+		}
+		st := &stage{name: f[0], kind: f[3], log: f[4]}
+		if st.status, err = strconv.Atoi(f[1]); err != nil {
+			return nil, fmt.Errorf("%s:%d: status: %v", path, i+1, err)
+		}
+		if st.seconds, err = strconv.Atoi(f[2]); err != nil {
+			return nil, fmt.Errorf("%s:%d: seconds: %v", path, i+1, err)
+		}
+		switch st.kind {
+		case "tests", "plain", "bed":
+		default:
+			return nil, fmt.Errorf("%s:%d: kind %q: want tests, plain or bed", path, i+1, st.kind)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (st *stage) load(tail int) error {
+	if st.kind == "tests" {
+		f, err := os.Open(st.log)
+		if err != nil {
+			return err
+		}
+		c, fails, err := parse(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %v", st.log, err)
+		}
+		st.counts, st.failures = c, leaves(fails)
+	}
+	if st.status != 0 && len(st.failures) == 0 {
+		st.tail = lastLines(st.log, 400)
+		if st.kind == "bed" {
+			// The bed scripts' own messages, not apt's progress around them.
+			var own []string
+			for _, l := range st.tail {
+				if bedRE.MatchString(l) {
+					own = append(own, l)
+				}
+			}
+			if len(own) > 0 {
+				st.tail = own
+			}
+		}
+		if len(st.tail) > tail {
+			st.tail = st.tail[len(st.tail)-tail:]
+		}
+	}
+	return nil
+}
+
+func (st *stage) result() string {
+	switch {
+	case st.kind == "bed":
+		return "BED FAILED"
+	case st.status != 0:
+		return "FAIL"
+	}
+	return "ok"
+}
+
+func report(w io.Writer, stages []*stage, tail int) (total counts, failedStages int) {
+	fmt.Fprintln(w, "== summary of make test")
+	fmt.Fprintf(w, "%-18s %-10s %6s %7s %6s %7s  %s\n", "stage", "result", "time", "passed", "failed", "skipped", "log")
+	for _, st := range stages {
+		p, f, s := "-", "-", "-"
+		if st.tests {
+			p, f, s = strconv.Itoa(st.passed), strconv.Itoa(st.failed), strconv.Itoa(st.skipped)
+		}
+		fmt.Fprintf(w, "%-18s %-10s %5ds %7s %6s %7s  %s\n", st.name, st.result(), st.seconds, p, f, s, st.log)
+		total.passed += st.passed
+		total.failed += st.failed
+		total.skipped += st.skipped
+		if st.status != 0 || st.kind == "bed" {
+			failedStages++
+		}
+	}
+	for _, st := range stages {
+		if st.status == 0 && st.kind != "bed" {
+			continue
+		}
+		fmt.Fprintln(w)
+		switch {
+		case st.kind == "bed":
+			fmt.Fprintf(w, "== %s: the test bed could not be built; no test of this stage ran. Its error:\n", st.name)
+		case len(st.failures) == 0:
+			fmt.Fprintf(w, "== %s failed (exit status %d) with no failed test; the log's last lines:\n", st.name, st.status)
+		default:
+			fmt.Fprintf(w, "== %s: %d failed\n", st.name, len(st.failures))
+		}
+		for _, l := range st.tail {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+		for _, f := range st.failures {
+			name := f.pkg
+			if f.test != "" {
+				name += " " + f.test
+			} else {
+				name += " (the package failed outside any test)"
+			}
+			fmt.Fprintf(w, "--- %s\n", name)
+			out := f.output
+			if len(out) > tail {
+				fmt.Fprintf(w, "    ... (%d lines before these; the whole output is in %s)\n", len(out)-tail, st.log)
+				out = out[len(out)-tail:]
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(w, "    (the test printed nothing)")
+			}
+			for _, l := range out {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
+		}
+	}
+	return total, failedStages
+}
+
+func writeFailures(path string, stages []*stage) error {
+	var b strings.Builder
+	for _, st := range stages {
+		for _, f := range st.failures {
+			fmt.Fprintf(&b, "=== %s: %s %s\n", st.name, f.pkg, f.test)
+			for _, l := range f.output {
+				b.WriteString(l)
+				b.WriteByte('\n')
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func main() {
+	tail := flag.Int("tail", 25, "lines of a failed test's output (or a failed stage's log) in the summary")
+	failuresFile := flag.String("failures", "", "write every failed test's output to this file")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: testsum [-tail N] [-failures FILE] STAGES.tsv")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 || *tail < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	stages, err := readStages(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsum:", err)
+		os.Exit(2)
+	}
+	for _, st := range stages {
+		if err := st.load(*tail); err != nil {
+			fmt.Fprintln(os.Stderr, "testsum:", err)
+			os.Exit(2)
+		}
+	}
+	total, failedStages := report(os.Stdout, stages, *tail)
+	if *failuresFile != "" {
+		if err := writeFailures(*failuresFile, stages); err != nil {
+			fmt.Fprintln(os.Stderr, "testsum:", err)
+			os.Exit(2)
+		}
+	}
+	fmt.Println()
+	fmt.Printf("stages: %d run, %d failed\n", len(stages), failedStages)
+	// The closing line: failed counts failed tests, and a failed stage in
+	// which no test failed (vet, a bed, a package that did not build) as
+	// one more, so that a red run never closes on "0 failed".
+	failed := total.failed
+	for _, st := range stages {
+		if (st.status != 0 || st.kind == "bed") && st.failed == 0 {
+			failed++
+		}
+	}
+	fmt.Printf("total: %d passed, %d failed, %d skipped\n", total.passed, failed, total.skipped)
+}

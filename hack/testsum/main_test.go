@@ -1,0 +1,148 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type got struct {
+	Pkg, Test string
+	Last      string // the failure's last output line
+}
+
+func parseFile(t *testing.T, name string) (counts, []got) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, fails, err := parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []got
+	for _, f := range leaves(fails) {
+		last := ""
+		if len(f.output) > 0 {
+			last = strings.TrimSpace(f.output[len(f.output)-1])
+		}
+		out = append(out, got{f.Pkg(), f.test, last})
+	}
+	return c, out
+}
+
+func (f failure) Pkg() string { return strings.TrimPrefix(f.pkg, "example.com/tsx/") }
+
+func TestParseVerbose(t *testing.T) {
+	c, fails := parseFile(t, "verbose.log")
+	if diff := cmp.Diff(counts{passed: 3, failed: 4, skipped: 1, tests: true}, c, cmp.AllowUnexported(counts{})); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	want := []got{
+		{"a", "TestBad/sub2", "a_test.go:6: boom: want 1, got 2"},
+		{"a", "TestPar1", "a_test.go:9: par1 died"},
+		{"b", "TestPanic", "/usr/local/go/src/testing/testing.go:2101 +0x4c5"},
+		{"c", "", "/src/tsx/c/c_test.go:4 +0x25"},
+	}
+	if diff := cmp.Diff(want, fails); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseQuiet(t *testing.T) {
+	c, fails := parseFile(t, "quiet.log")
+	if c.passed != 0 || c.failed != 4 {
+		t.Errorf("counts = %+v, want 0 passed, 4 failed", c)
+	}
+	want := []got{
+		{"a", "TestBad/sub2", "a_test.go:6: boom: want 1, got 2"},
+		{"a", "TestPar1", "a_test.go:9: par1 died"},
+		{"b", "TestPanic", "/usr/local/go/src/testing/testing.go:2101 +0x4c5"},
+		{"c", "", "/src/tsx/c/c_test.go:4 +0x25"},
+	}
+	if diff := cmp.Diff(want, fails); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseTwoHost(t *testing.T) {
+	c, fails := parseFile(t, "two-host.log")
+	if c.passed != 1 || c.failed != 1 {
+		t.Errorf("counts = %+v, want 1 passed, 1 failed", c)
+	}
+	want := []got{{"VM b", "TestStream", "stream_test.go:77: role b: peer vanished"}}
+	if diff := cmp.Diff(want, fails); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+}
+
+// TestReport runs the whole summary over a run with a passing stage, a
+// failed one, a plain one that failed and a bed that could not be built.
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	verbose, err := os.ReadFile(filepath.Join("testdata", "verbose.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	okLog := write("ok.log", "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/x\t0.1s\n")
+	failLog := write("fail.log", string(verbose))
+	vetLog := write("vet.log", "# example.com/x\nx.go:3:2: unreachable code\n")
+	bedLog := write("bed.log", "Setting up qemu-system-x86 ...\nrootfs: downloading 28 arm64 packages\n/usr/bin/as: libz.so.1\nrootfs: error: libraries missing from the arm64 tree\nProcessing triggers for man-db\n")
+	tsv := write("stages.tsv", strings.Join([]string{
+		"vet\t1\t3\tplain\t" + vetLog,
+		"integration-6.12\t0\t700\ttests\t" + okLog,
+		"integration-6.1\t1\t690\ttests\t" + failLog,
+		"test-arm64\t1\t20\tbed\t" + bedLog,
+	}, "\n")+"\n")
+	stages, err := readStages(tsv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stages {
+		if err := st.load(5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	total, failedStages := report(&b, stages, 5)
+	out := b.String()
+	if total.passed != 4 || total.failed != 4 || failedStages != 3 {
+		t.Errorf("total %+v, %d failed stages; want 4 passed, 4 failed, 3 failed stages", total, failedStages)
+	}
+	for _, want := range []string{
+		"integration-6.12   ok",
+		"integration-6.1    FAIL",
+		"test-arm64         BED FAILED",
+		"x.go:3:2: unreachable code",
+		"--- example.com/tsx/a TestBad/sub2",
+		"boom: want 1, got 2",
+		"--- example.com/tsx/c (the package failed outside any test)",
+		"the test bed could not be built",
+		"rootfs: error: libraries missing",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Setting up") || strings.Contains(out, "man-db") {
+		t.Errorf("a bed failure's headline carries apt's progress:\n%s", out)
+	}
+	if strings.Contains(out, "--- example.com/tsx/a TestBad\n") {
+		t.Errorf("summary repeats the parent of a failed subtest:\n%s", out)
+	}
+	if err := writeFailures(filepath.Join(dir, "failures.txt"), stages); err != nil {
+		t.Fatal(err)
+	}
+}
