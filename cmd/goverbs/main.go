@@ -1,10 +1,18 @@
 // Command goverbs is goverbs' command-line tool: one static binary with
-// subcommands modelled on rdma-core's tools.
+// subcommands modelled on rdma-core's, librdmacm's and perftest's tools,
+// whose wire protocols and output they follow, so that either end of each
+// can be the C program or ours.
 //
 //	goverbs devinfo [-d DEV] [-i PORT] [-l] [-v]   like ibv_devinfo
 //	goverbs rxe add NAME NETDEV                    like rdma link add NAME type rxe netdev NETDEV
 //	goverbs rxe del NAME                           like rdma link delete NAME
 //	goverbs rxe list                               the rxe devices and their netdevs
+//	goverbs pingpong -t rc|uc|ud|srq [...]         like ibv_{rc,uc,ud,srq}_pingpong
+//	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
+//	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
+//
+// This file only routes: each tool lives in its own package under
+// internal/tools (internal/tools/NAME), which exports Main and Summary.
 package main
 
 import (
@@ -12,9 +20,11 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 
-	"github.com/goverbs/goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/tools/devinfo"
+	"github.com/goverbs/goverbs/internal/tools/perf"
+	"github.com/goverbs/goverbs/internal/tools/pingpong"
+	"github.com/goverbs/goverbs/internal/tools/rxe"
 )
 
 type command struct {
@@ -22,10 +32,12 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
+// commands are the subcommands, by name.
 var commands = map[string]command{
-	"devinfo":  {"print device and port attributes, like ibv_devinfo", runDevinfo},
-	"pingpong": {"RC/UC/UD/SRQ ping-pong, like ibv_{rc,uc,ud,srq}_pingpong", runPingpong},
-	"rxe":      {"add, delete and list Soft-RoCE (rxe) devices over RDMA netlink", runRXE},
+	"devinfo":  {devinfo.Summary, devinfo.Main},
+	"perf":     {perf.Summary, perf.Main},
+	"pingpong": {pingpong.Summary, pingpong.Main},
+	"rxe":      {rxe.Summary, rxe.Main},
 }
 
 func usage(w io.Writer) {
@@ -63,20 +75,4 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// errorf prints a "goverbs CMD: ..." line.
-func errorf(w io.Writer, cmd, format string, args ...any) {
-	fmt.Fprintf(w, "goverbs %s: %s\n", cmd, strings.TrimSpace(fmt.Sprintf(format, args...)))
-}
-
-// pickDevice is how the C tools choose a device: the one named, or the
-// first listed when no name is given; nil when there is none.
-func pickDevice(devs []verbs.Device, name string) *verbs.Device {
-	for i := range devs {
-		if name == "" || devs[i].Name == name {
-			return &devs[i]
-		}
-	}
-	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/tools/cli"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/rpma"
 	"github.com/goverbs/goverbs/verbs"
@@ -120,7 +121,7 @@ func runRPMAExample(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if ex == nil {
-		errorf(stderr, "rpma-example", "unknown example %q (rpma-example list prints the names)", args[0])
+		cli.Errorf(stderr, "rpma-example", "unknown example %q (rpma-example list prints the names)", args[0])
 		return 2
 	}
 	if len(args) < 2 || (args[1] != "server" && args[1] != "client") {

@@ -1,9 +1,16 @@
-package main
+// Package rxe is goverbs rxe: add, delete and list Soft-RoCE (rxe)
+// devices over RDMA netlink, as iproute2's rdma link does:
+//
+//	goverbs rxe add NAME NETDEV   like rdma link add NAME type rxe netdev NETDEV
+//	goverbs rxe del NAME          like rdma link delete NAME
+//	goverbs rxe list              the rxe devices and their netdevs, as rdma link show prints them
+package rxe
 
 import (
 	"fmt"
 	"io"
 
+	"github.com/goverbs/goverbs/internal/tools/cli"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -11,7 +18,12 @@ const rxeUsage = `usage: goverbs rxe add NAME NETDEV   create rxe device NAME on
        goverbs rxe del NAME          delete rxe device NAME
        goverbs rxe list              list rxe devices`
 
-func runRXE(args []string, stdout, stderr io.Writer) int {
+// Summary is goverbs rxe's line in goverbs' command list.
+const Summary = "add, delete and list Soft-RoCE (rxe) devices over RDMA netlink"
+
+// Main is goverbs rxe: args are its arguments after the subcommand; it
+// returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, rxeUsage)
 		return 2
@@ -19,29 +31,29 @@ func runRXE(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case args[0] == "add" && len(args) == 3:
 		if err := verbs.AddLink(args[1], verbs.DriverRXE, args[2]); err != nil {
-			errorf(stderr, "rxe", "%v", err)
+			cli.Errorf(stderr, "rxe", "%v", err)
 			return 1
 		}
 		return 0
 	case args[0] == "del" && len(args) == 2:
 		dev, err := verbs.LookupDevice(args[1])
 		if err != nil {
-			errorf(stderr, "rxe", "%v", err)
+			cli.Errorf(stderr, "rxe", "%v", err)
 			return 1
 		}
 		if dev.Driver != verbs.DriverRXE {
-			errorf(stderr, "rxe", "%s is a %s device, not rxe", dev.Name, dev.Driver)
+			cli.Errorf(stderr, "rxe", "%s is a %s device, not rxe", dev.Name, dev.Driver)
 			return 1
 		}
 		if err := verbs.DeleteLink(args[1]); err != nil {
-			errorf(stderr, "rxe", "%v", err)
+			cli.Errorf(stderr, "rxe", "%v", err)
 			return 1
 		}
 		return 0
 	case args[0] == "list" && len(args) == 1:
 		links, err := verbs.Links()
 		if err != nil {
-			errorf(stderr, "rxe", "%v", err)
+			cli.Errorf(stderr, "rxe", "%v", err)
 			return 1
 		}
 		// The format of "rdma link show": link DEV/PORT state STATE physical_state PHYS netdev NETDEV

@@ -1,52 +1,54 @@
-package main
-
-// goverbs perf: the job of perftest's ib_{write,read,send,atomic}_{bw,lat}
+// Package perf is goverbs perf: the job of perftest's ib_{write,read,send,atomic}_{bw,lat}
 // (perftest 6.06, Debian's 4.5+0.17): ib_write_bw, ib_write_lat,
 // ib_read_bw, ib_read_lat, ib_send_bw, ib_send_lat, ib_atomic_bw and
 // ib_atomic_lat, wire-compatible with them: either end may be the C tool.
 // This file holds the command line; the verbs side is in perf_run.go, the
-// out-of-band exchange in internal/perftest.
+// out-of-band exchange in package perftest below it.
+package perf
 
 import (
 	"fmt"
 	"io"
 	"math"
 
-	"github.com/goverbs/goverbs/internal/perftest"
+	"github.com/goverbs/goverbs/internal/tools/cli"
+	"github.com/goverbs/goverbs/internal/tools/perf/perftest"
 )
 
-// perfVerb is the operation a test measures (perftest's VerbType order).
-type perfVerb int
+// Verb is the operation a test measures (perftest's VerbType order).
+type Verb int
 
+// The verbs.
 const (
-	perfSend perfVerb = iota
-	perfWrite
-	perfRead
-	perfAtomic
+	Send Verb = iota
+	Write
+	Read
+	Atomic
 )
 
-// perfTest is one of the tools.
-type perfTest struct {
-	name string // goverbs perf's name for it
-	tool string // the perftest program
-	verb perfVerb
-	lat  bool
+// Test is one of the tools.
+type Test struct {
+	Name string // goverbs perf's name for it
+	Tool string // the perftest program
+	Verb Verb
+	Lat  bool // a latency test (else bandwidth)
 }
 
-var perfTests = []perfTest{
-	{"write-bw", "ib_write_bw", perfWrite, false},
-	{"write-lat", "ib_write_lat", perfWrite, true},
-	{"read-bw", "ib_read_bw", perfRead, false},
-	{"read-lat", "ib_read_lat", perfRead, true},
-	{"send-bw", "ib_send_bw", perfSend, false},
-	{"send-lat", "ib_send_lat", perfSend, true},
-	{"atomic-bw", "ib_atomic_bw", perfAtomic, false},
-	{"atomic-lat", "ib_atomic_lat", perfAtomic, true},
+// Tests are goverbs perf's tests, perftest's tools.
+var Tests = []Test{
+	{"write-bw", "ib_write_bw", Write, false},
+	{"write-lat", "ib_write_lat", Write, true},
+	{"read-bw", "ib_read_bw", Read, false},
+	{"read-lat", "ib_read_lat", Read, true},
+	{"send-bw", "ib_send_bw", Send, false},
+	{"send-lat", "ib_send_lat", Send, true},
+	{"atomic-bw", "ib_atomic_bw", Atomic, false},
+	{"atomic-lat", "ib_atomic_lat", Atomic, true},
 }
 
 // perfOptions are one run's settings, perftest's defaults unless given.
 type perfOptions struct {
-	test      perfTest
+	test      Test
 	port      int
 	devName   string
 	ibPort    int
@@ -74,7 +76,7 @@ type perfFlag struct {
 	short  byte
 	long   string
 	hasArg bool
-	verbs  []perfVerb // nil: every test
+	verbs  []Verb // nil: every test
 	help   string
 }
 
@@ -85,7 +87,7 @@ var perfFlags = []perfFlag{
 	{'s', "size", true, nil, "size of message to exchange (default 65536 for bw, 2 for lat)"},
 	{'n', "iters", true, nil, "number of exchanges (at least 5, default 5000 for write-bw, 1000 otherwise)"},
 	{'t', "tx-depth", true, nil, "size of tx queue (default 128 for bw, 1 for lat)"},
-	{'r', "rx-depth", true, []perfVerb{perfSend}, "rx queue size (default 512)"},
+	{'r', "rx-depth", true, []Verb{Send}, "rx queue size (default 512)"},
 	{'m', "mtu", true, nil, "MTU size: 256 - 4096 (default port mtu)"},
 	{'x', "gid-index", true, nil, "test uses GID with GID index (default: IB no GID, Ethernet the best one)"},
 	{'Q', "cq-mod", true, nil, "generate a CQE only after <cq-mod> completions (bw)"},
@@ -94,8 +96,8 @@ var perfFlags = []perfFlag{
 	{'q', "qp", true, nil, "number of QPs (only 1)"},
 	{'u', "qp-timeout", true, nil, "QP timeout, 4 usec * 2^timeout (default 14)"},
 	{'S', "sl", true, nil, "SL (default 0)"},
-	{'o', "outs", true, []perfVerb{perfRead, perfAtomic}, "number of outstanding reads/atomics (default the device's maximum)"},
-	{'A', "atomic_type", true, []perfVerb{perfAtomic}, "type of atomic operation: CMP_AND_SWAP or FETCH_AND_ADD (default)"},
+	{'o', "outs", true, []Verb{Read, Atomic}, "number of outstanding reads/atomics (default the device's maximum)"},
+	{'A', "atomic_type", true, []Verb{Atomic}, "type of atomic operation: CMP_AND_SWAP or FETCH_AND_ADD (default)"},
 	{'R', "rdma_cm", false, nil, "connect QPs with rdma_cm and run the test on those QPs (the exchange runs over rdma_cm too)"},
 	{'F', "CPU-freq", false, nil, "accepted for perftest's sake: goverbs measures time, not cycles"},
 	{0, "report_gbits", false, nil, "report max/average BW in Gbit/sec (instead of MiB/sec)"},
@@ -112,20 +114,22 @@ func perfUsagef(format string, args ...any) error {
 	return errPerfUsage{fmt.Sprintf(format, args...)}
 }
 
-func lookupPerfTest(name string) (perfTest, bool) {
-	for _, t := range perfTests {
-		if t.name == name || t.tool == name {
+// Lookup returns the test of goverbs perf's name for it or of the
+// perftest tool's name.
+func Lookup(name string) (Test, bool) {
+	for _, t := range Tests {
+		if t.Name == name || t.Tool == name {
 			return t, true
 		}
 	}
-	return perfTest{}, false
+	return Test{}, false
 }
 
 // perfGetopt is goverbs perf's option table for getopt: long names are
 // exact, and unknown options, perftest's many that goverbs perf does not
 // implement included, are refused as unsupported.
-var perfGetopt = getoptTable[*perfFlag]{
-	short: func(c byte) (*perfFlag, error) {
+var perfGetopt = cli.GetoptTable[*perfFlag]{
+	Short: func(c byte) (*perfFlag, error) {
 		for k := range perfFlags {
 			if perfFlags[k].short == c {
 				return &perfFlags[k], nil
@@ -133,7 +137,7 @@ var perfGetopt = getoptTable[*perfFlag]{
 		}
 		return nil, perfUsagef("option '-%c' is not supported by goverbs perf", c)
 	},
-	long: func(name string) (*perfFlag, error) {
+	Long: func(name string) (*perfFlag, error) {
 		for k := range perfFlags {
 			if perfFlags[k].long == name {
 				return &perfFlags[k], nil
@@ -141,9 +145,9 @@ var perfGetopt = getoptTable[*perfFlag]{
 		}
 		return nil, perfUsagef("option '--%s' is not supported by goverbs perf", name)
 	},
-	hasArg:   func(f *perfFlag) bool { return f.hasArg },
-	longName: func(f *perfFlag) string { return f.long },
-	errorf:   perfUsagef,
+	HasArg:   func(f *perfFlag) bool { return f.hasArg },
+	LongName: func(f *perfFlag) string { return f.long },
+	Errorf:   perfUsagef,
 }
 
 // parsePerfArgs parses "TEST [options] [server]". help and version are
@@ -155,27 +159,27 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		return nil, true, false, nil
 	}
-	t, ok := lookupPerfTest(args[0])
+	t, ok := Lookup(args[0])
 	if !ok {
 		return nil, false, false, perfUsagef("unknown test %q", args[0])
 	}
-	opts, operands, err := getopt(args[1:], perfGetopt)
+	opts, operands, err := cli.Getopt(args[1:], perfGetopt)
 	if err != nil {
 		return nil, false, false, err
 	}
 	o = &perfOptions{test: t, port: perftest.DefaultPort, ibPort: 1, size: 65536, iters: 1000,
 		txDepth: 128, rxDepth: 512, cqMod: 100, gidIndex: -1, qpTimeout: 14}
-	if t.lat {
+	if t.Lat {
 		o.size, o.txDepth = 2, 1
 	}
-	if t.verb == perfAtomic {
+	if t.Verb == Atomic {
 		o.size = 8 // DEF_SIZE_ATOMIC
 	}
-	if t.verb == perfWrite && !t.lat {
+	if t.Verb == Write && !t.Lat {
 		o.iters = 5000
 	}
 	for _, a := range opts {
-		f := a.flag
+		f := a.Flag
 		switch f.short {
 		case 'h':
 			return o, true, false, nil
@@ -185,10 +189,10 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 		if f.verbs != nil {
 			allowed := false
 			for _, v := range f.verbs {
-				allowed = allowed || v == t.verb
+				allowed = allowed || v == t.Verb
 			}
 			if !allowed {
-				return nil, false, false, perfUsagef("%s: %s has no such option", a.spelt, t.tool)
+				return nil, false, false, perfUsagef("%s: %s has no such option", a.Spelt, t.Tool)
 			}
 		}
 		if !f.hasArg {
@@ -205,25 +209,25 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 			continue
 		}
 		if f.short == 'd' {
-			o.devName = a.value
+			o.devName = a.Value
 			continue
 		}
 		if f.short == 'A' {
-			switch a.value {
+			switch a.Value {
 			case "CMP_AND_SWAP":
 				o.cmpSwap = true
 			case "FETCH_AND_ADD":
 				o.cmpSwap = false
 			default:
-				return nil, false, false, perfUsagef("%s %s: want CMP_AND_SWAP or FETCH_AND_ADD", a.spelt, a.value)
+				return nil, false, false, perfUsagef("%s %s: want CMP_AND_SWAP or FETCH_AND_ADD", a.Spelt, a.Value)
 			}
 			continue
 		}
-		v, err := parseCInt(a.value)
+		v, err := cli.ParseCInt(a.Value)
 		if err != nil {
-			return nil, false, false, perfUsagef("%s: %v", a.spelt, err)
+			return nil, false, false, perfUsagef("%s: %v", a.Spelt, err)
 		}
-		bad := func(want string) error { return perfUsagef("%s %s: %s", a.spelt, a.value, want) }
+		bad := func(want string) error { return perfUsagef("%s %s: %s", a.Spelt, a.Value, want) }
 		switch f.short {
 		case 'p':
 			if v < 0 || v > 65535 {
@@ -256,7 +260,7 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 			}
 			o.rxDepth = int(v)
 		case 'm':
-			if mtuFromBytes(v) == 0 {
+			if cli.MTUFromBytes(v) == 0 {
 				return nil, false, false, bad("MTU must be 256, 512, 1024, 2048 or 4096")
 			}
 			o.mtu = int(v)
@@ -297,14 +301,14 @@ func parsePerfArgs(args []string) (o *perfOptions, help, version bool, err error
 	case len(operands) > 1:
 		return nil, false, false, perfUsagef("unexpected argument %q", operands[1])
 	}
-	if t.verb == perfAtomic && (o.size != 8 || o.all) {
+	if t.Verb == Atomic && (o.size != 8 || o.all) {
 		return nil, false, false, perfUsagef("message size cannot be changed for atomic tests")
 	}
 	// force_dependecies, for what goverbs perf has.
 	if o.txDepth > o.iters {
 		o.txDepth = o.iters
 	}
-	if o.test.verb == perfSend && o.rxDepth > o.iters {
+	if o.test.Verb == Send && o.rxDepth > o.iters {
 		o.rxDepth = o.iters
 	}
 	if o.size > 8192 && !o.all && !o.cqModSet {
@@ -331,8 +335,8 @@ func perfUsage(w io.Writer) {
 	fmt.Fprintln(w, "  goverbs perf TEST [options] <host>     connect to server at <host>")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Like perftest's tools (6.06), with which either end interoperates. TEST:")
-	for _, t := range perfTests {
-		fmt.Fprintf(w, "  %-10s like %s\n", t.name, t.tool)
+	for _, t := range Tests {
+		fmt.Fprintf(w, "  %-10s like %s\n", t.Name, t.Tool)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "options (perftest's others are refused):")
@@ -349,8 +353,12 @@ func perfUsage(w io.Writer) {
 	}
 }
 
-// runPerf is goverbs perf.
-func runPerf(args []string, stdout, stderr io.Writer) int {
+// Summary is goverbs perf's line in goverbs' command list.
+const Summary = "bandwidth and latency tests, wire-compatible with perftest's ib_*_{bw,lat}"
+
+// Main is goverbs perf: args are its arguments after the subcommand
+// (TEST [options] [server]); it returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	o, help, version, err := parsePerfArgs(args)
 	switch {
 	case help:
@@ -360,13 +368,9 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Version: %s\n", perftest.Version)
 		return 0
 	case err != nil:
-		errorf(stderr, "perf", "%v", err)
+		cli.Errorf(stderr, "perf", "%v", err)
 		fmt.Fprintln(stderr, "usage: goverbs perf TEST [options] [server]   (goverbs perf -h for help)")
 		return 2
 	}
 	return runPerfTest(o, stdout, stderr)
-}
-
-func init() {
-	commands["perf"] = command{"bandwidth and latency tests, wire-compatible with perftest's ib_*_{bw,lat}", runPerf}
 }

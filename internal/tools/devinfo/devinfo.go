@@ -1,4 +1,8 @@
-package main
+// Package devinfo is goverbs devinfo: rdma-core's ibv_devinfo, whose
+// output it prints field for field so that the two can be diffed.
+//
+//	goverbs devinfo [-d DEV] [-i PORT] [-l] [-v]
+package devinfo
 
 import (
 	"bufio"
@@ -9,12 +13,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/tools/cli"
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// runDevinfo prints what ibv_devinfo (rdma-core 44) prints, field for field,
-// so the two can be diffed.
-func runDevinfo(args []string, stdout, stderr io.Writer) int {
+// Summary is goverbs devinfo's line in goverbs' command list.
+const Summary = "print device and port attributes, like ibv_devinfo"
+
+// Main is goverbs devinfo: it prints what ibv_devinfo (rdma-core 44)
+// prints, field for field, so the two can be diffed. args are its
+// arguments after the subcommand; it returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("devinfo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -35,16 +44,16 @@ func runDevinfo(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		errorf(stderr, "devinfo", "unexpected argument %q", fs.Arg(0))
+		cli.Errorf(stderr, "devinfo", "unexpected argument %q", fs.Arg(0))
 		return 2
 	}
 	if port < 0 {
-		errorf(stderr, "devinfo", "invalid port %d", port)
+		cli.Errorf(stderr, "devinfo", "invalid port %d", port)
 		return 2
 	}
 	devs, err := verbs.Devices()
 	if err != nil {
-		errorf(stderr, "devinfo", "failed to get IB devices list: %v", err)
+		cli.Errorf(stderr, "devinfo", "failed to get IB devices list: %v", err)
 		return 1
 	}
 	w := bufio.NewWriter(stdout)
@@ -87,14 +96,14 @@ func printDevice(w *bufio.Writer, stderr io.Writer, d verbs.Device, onlyPort int
 	ctx, err := verbs.OpenDevice(d)
 	if err != nil {
 		w.Flush()
-		errorf(stderr, "devinfo", "failed to open device: %v", err)
+		cli.Errorf(stderr, "devinfo", "failed to open device: %v", err)
 		return 1
 	}
 	defer ctx.Close()
 	a, err := ctx.QueryDevice()
 	if err != nil {
 		w.Flush()
-		errorf(stderr, "devinfo", "failed to query device props: %v", err)
+		cli.Errorf(stderr, "devinfo", "failed to query device props: %v", err)
 		return 2
 	}
 	if onlyPort > a.PhysPortCnt {
@@ -160,7 +169,7 @@ func printDevice(w *bufio.Writer, stderr io.Writer, d verbs.Device, onlyPort int
 			}
 			if err := printGIDs(p, ctx, port, pa); err != nil {
 				w.Flush()
-				errorf(stderr, "devinfo", "%v", err)
+				cli.Errorf(stderr, "devinfo", "%v", err)
 				return 1
 			}
 		}

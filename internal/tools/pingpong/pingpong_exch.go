@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 // The pingpong tools' out-of-band exchange: one TCP connection on which
 // each side sends "LID:QPN:PSN:GID" lines of a fixed size, then the client

@@ -1,18 +1,17 @@
-package main
-
-// goverbs pingpong: rdma-core's ibv_rc_pingpong, ibv_uc_pingpong,
+// Package pingpong is goverbs pingpong: rdma-core's ibv_rc_pingpong, ibv_uc_pingpong,
 // ibv_ud_pingpong and ibv_srq_pingpong (rdma-core 44) in one subcommand.
 // Either end may be the C tool: the TCP exchange, the work requests and
 // the output follow the C programs. This file holds the command line; the
 // TCP exchange is in pingpong_exch.go, the verbs side in pingpong_ctx.go.
+package pingpong
 
 import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/tools/cli"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -105,21 +104,21 @@ func (f *ppFlag) name() string {
 }
 
 // ppArg is one parsed option.
-type ppArg = getoptArg[*ppFlag]
+type ppArg = cli.GetoptArg[*ppFlag]
 
 // ppGetopt is the C pingpong tools' option table for getopt: long names
 // may be abbreviated, unknown options worded as glibc words them.
-var ppGetopt = getoptTable[*ppFlag]{
-	short: func(c byte) (*ppFlag, error) {
+var ppGetopt = cli.GetoptTable[*ppFlag]{
+	Short: func(c byte) (*ppFlag, error) {
 		if f := lookupShort(c); f != nil {
 			return f, nil
 		}
 		return nil, fmt.Errorf("invalid option -- '%c'", c)
 	},
-	long:     lookupLong,
-	hasArg:   func(f *ppFlag) bool { return f.hasArg },
-	longName: func(f *ppFlag) string { return f.long },
-	errorf:   fmt.Errorf,
+	Long:     lookupLong,
+	HasArg:   func(f *ppFlag) bool { return f.hasArg },
+	LongName: func(f *ppFlag) string { return f.long },
+	Errorf:   fmt.Errorf,
 }
 
 func lookupShort(c byte) *ppFlag {
@@ -153,49 +152,6 @@ func lookupLong(name string) (*ppFlag, error) {
 	return nil, fmt.Errorf("option '--%s' is ambiguous; possibilities: %s", name, strings.Join(candidates, " "))
 }
 
-// parseCInt parses a number the way strtol with base 0 reads it (0x for
-// hex, a leading 0 for octal), but refuses anything that is not entirely a
-// number rather than stopping at the first bad character.
-func parseCInt(s string) (int64, error) {
-	t := strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if t != "" && (t[0] == '+' || t[0] == '-') {
-		neg = t[0] == '-'
-		t = t[1:]
-	}
-	base := 10
-	switch {
-	case len(t) > 2 && (t[:2] == "0x" || t[:2] == "0X"):
-		base, t = 16, t[2:]
-	case len(t) > 1 && t[0] == '0':
-		base, t = 8, t[1:]
-	}
-	v, err := strconv.ParseInt(t, base, 64)
-	if err != nil || t == "" || t[0] == '+' || t[0] == '-' {
-		return 0, fmt.Errorf("invalid number %q", s)
-	}
-	if neg {
-		v = -v
-	}
-	return v, nil
-}
-
-func mtuFromBytes(n int64) verbs.MTU {
-	switch n {
-	case 256:
-		return verbs.MTU256
-	case 512:
-		return verbs.MTU512
-	case 1024:
-		return verbs.MTU1024
-	case 2048:
-		return verbs.MTU2048
-	case 4096:
-		return verbs.MTU4096
-	}
-	return 0
-}
-
 func parseType(s string) (ppType, bool) {
 	switch strings.ToLower(s) {
 	case "rc":
@@ -213,7 +169,7 @@ func parseType(s string) (ppType, bool) {
 // parsePingpongArgs turns the command line into options. help is set for
 // -h; a returned error is a usage error.
 func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
-	opts, operands, err := getopt(args, ppGetopt)
+	opts, operands, err := cli.Getopt(args, ppGetopt)
 	if err != nil {
 		return nil, false, err
 	}
@@ -221,10 +177,10 @@ func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
 		numQP: 16, rxDepth: 500, iters: 1000, gidIndex: -1}
 	// The type decides which options exist, so it goes first.
 	for _, a := range opts {
-		if a.flag.short == 't' {
-			t, ok := parseType(a.value)
+		if a.Flag.short == 't' {
+			t, ok := parseType(a.Value)
 			if !ok {
-				return nil, false, fmt.Errorf("unknown transport type %q (want rc, uc, ud or srq)", a.value)
+				return nil, false, fmt.Errorf("unknown transport type %q (want rc, uc, ud or srq)", a.Value)
 			}
 			o.typ = t
 		}
@@ -233,15 +189,15 @@ func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
 		o.size = 1024
 	}
 	for _, a := range opts {
-		f := a.flag
+		f := a.Flag
 		if f.short == 'h' {
 			return o, true, nil
 		}
 		if f.tools&o.typ == 0 {
-			return nil, false, fmt.Errorf("%s: %s has no such option", a.spelt, o.typ.tool())
+			return nil, false, fmt.Errorf("%s: %s has no such option", a.Spelt, o.typ.tool())
 		}
 		if f.unsupported {
-			return nil, false, errUnsupported(a.spelt)
+			return nil, false, errUnsupported(a.Spelt)
 		}
 		if !f.hasArg {
 			switch f.short {
@@ -254,16 +210,16 @@ func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
 		}
 		if f.short == 't' || f.short == 'd' {
 			if f.short == 'd' {
-				o.devName = a.value
+				o.devName = a.Value
 			}
 			continue
 		}
-		v, err := parseCInt(a.value)
+		v, err := cli.ParseCInt(a.Value)
 		if err != nil {
-			return nil, false, fmt.Errorf("%s: %v", a.spelt, err)
+			return nil, false, fmt.Errorf("%s: %v", a.Spelt, err)
 		}
 		bad := func(want string) error {
-			return fmt.Errorf("%s %s: %s", a.spelt, a.value, want)
+			return fmt.Errorf("%s %s: %s", a.Spelt, a.Value, want)
 		}
 		switch f.short {
 		case 'p':
@@ -286,7 +242,7 @@ func parsePingpongArgs(args []string) (o *ppOptions, help bool, err error) {
 			}
 			o.size = int(v)
 		case 'm':
-			if o.mtu = mtuFromBytes(v); o.mtu == 0 {
+			if o.mtu = cli.MTUFromBytes(v); o.mtu == 0 {
 				return nil, false, bad("MTU must be 256, 512, 1024, 2048 or 4096")
 			}
 		case 'q':
@@ -369,15 +325,19 @@ func pingpongUsage(w io.Writer) {
 	}
 }
 
-// runPingpong is goverbs pingpong.
-func runPingpong(args []string, stdout, stderr io.Writer) int {
+// Summary is goverbs pingpong's line in goverbs' command list.
+const Summary = "RC/UC/UD/SRQ ping-pong, like ibv_{rc,uc,ud,srq}_pingpong"
+
+// Main is goverbs pingpong: args are its arguments after the subcommand;
+// it returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
 	o, help, err := parsePingpongArgs(args)
 	if help {
 		pingpongUsage(stdout)
 		return 0
 	}
 	if err != nil {
-		errorf(stderr, "pingpong", "%v", err)
+		cli.Errorf(stderr, "pingpong", "%v", err)
 		if _, ok := err.(errUnsupported); !ok {
 			fmt.Fprintln(stderr, "usage: goverbs pingpong -t rc|uc|ud|srq [options] [servername]   (-h for help)")
 		}

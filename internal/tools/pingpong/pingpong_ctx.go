@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 // The verbs side of goverbs pingpong: the resources each C tool creates and
 // its ping-pong loop, work request for work request.
@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/tools/cli"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/srq"
@@ -100,7 +101,7 @@ func (pp *pingpong) run() error {
 	if err != nil {
 		return ppFail(err, "Failed to get IB devices list")
 	}
-	dev := pickDevice(devs, o.devName)
+	dev := cli.PickDevice(devs, o.devName)
 	if dev == nil {
 		if o.devName == "" {
 			return ppFail(nil, "No IB devices found")

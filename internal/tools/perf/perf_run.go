@@ -1,4 +1,4 @@
-package main
+package perf
 
 // The verbs side of goverbs perf: the resources perftest creates, the
 // order of its exchange steps (each tool's main), and its measurement
@@ -26,7 +26,8 @@ import (
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/cq"
-	"github.com/goverbs/goverbs/internal/perftest"
+	"github.com/goverbs/goverbs/internal/tools/cli"
+	"github.com/goverbs/goverbs/internal/tools/perf/perftest"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
@@ -107,7 +108,7 @@ func runPerfTest(o *perfOptions, stdout, stderr io.Writer) int {
 		err = cerr
 	}
 	if err != nil {
-		errorf(stderr, "perf", "%v", err)
+		cli.Errorf(stderr, "perf", "%v", err)
 		return 1
 	}
 	return 0
@@ -173,7 +174,7 @@ func (p *perf) setup(ctx context.Context) error {
 		return err
 	}
 	p.printInfo()
-	if o.test.verb == perfSend && !o.test.lat && p.iWARP() {
+	if o.test.Verb == Send && !o.test.Lat && p.iWARP() {
 		if err := p.allocCredit(); err != nil {
 			return err
 		}
@@ -184,7 +185,7 @@ func (p *perf) setup(ctx context.Context) error {
 	// addresses printed with a handshake between, and one more handshake
 	// (ib_send_* do it before printing).
 	pre := 1
-	if o.test.lat && o.test.verb != perfSend {
+	if o.test.Lat && o.test.Verb != Send {
 		pre = 2
 	}
 	for range pre {
@@ -201,7 +202,7 @@ func (p *perf) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if o.test.verb == perfSend {
+	if o.test.Verb == Send {
 		if _, err = p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
 			return err
 		}
@@ -218,13 +219,13 @@ func (p *perf) setup(ctx context.Context) error {
 // steps of the exchange.
 func (p *perf) measure(ctx context.Context) error {
 	o := p.o
-	if o.test.verb == perfSend {
+	if o.test.Verb == Send {
 		return p.runSend(ctx)
 	}
 	if _, err := p.conn.HandShake(ctx, p.my, p.withGID); err != nil {
 		return err
 	}
-	if o.test.lat {
+	if o.test.Lat {
 		return p.runLat(ctx)
 	}
 	return p.runBW(ctx)
@@ -238,7 +239,7 @@ func (p *perf) open() error {
 	if err != nil {
 		return fmt.Errorf("unable to find the Infiniband/RoCE device: %w", err)
 	}
-	dev := pickDevice(devs, o.devName)
+	dev := cli.PickDevice(devs, o.devName)
 	if dev == nil {
 		if o.devName == "" {
 			return errors.New("no RDMA devices found")
@@ -275,18 +276,18 @@ func (p *perf) open() error {
 	}
 	p.mtu = port.ActiveMTU
 	if o.mtu != 0 {
-		if m := mtuFromBytes(int64(o.mtu)); m <= port.ActiveMTU {
+		if m := cli.MTUFromBytes(int64(o.mtu)); m <= port.ActiveMTU {
 			p.mtu = m
 		} else {
 			fmt.Fprintf(p.stdout, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", port.ActiveMTU)
 		}
 	}
-	if o.test.verb == perfRead || o.test.verb == perfAtomic {
+	if o.test.Verb == Read || o.test.Verb == Atomic {
 		attr, err := p.ctx.QueryDevice()
 		if err != nil {
 			return fmt.Errorf("couldn't query device: %w", err)
 		}
-		if o.test.verb == perfAtomic && attr.AtomicCap == verbs.AtomicNone {
+		if o.test.Verb == Atomic && attr.AtomicCap == verbs.AtomicNone {
 			return fmt.Errorf("device %s does not support atomic operations (atomic_cap %s)", o.devName, attr.AtomicCap)
 		}
 		p.outReads = attr.MaxQPRDAtomic
@@ -368,11 +369,11 @@ func (p *perf) resources() error {
 	}
 	access := mr.LocalWrite
 	qpAccess := mr.Access(0)
-	switch o.test.verb {
-	case perfWrite:
+	switch o.test.Verb {
+	case Write:
 		access |= mr.RemoteWrite
 		qpAccess = mr.RemoteWrite
-	case perfRead:
+	case Read:
 		access |= mr.RemoteRead
 		qpAccess = mr.RemoteRead
 		if p.iWARP() {
@@ -380,9 +381,9 @@ func (p *perf) resources() error {
 			// the reader's buffer: the sink needs remote write.
 			access |= mr.RemoteWrite
 		}
-	case perfSend:
+	case Send:
 		qpAccess = mr.RemoteWrite | mr.LocalWrite
-	case perfAtomic:
+	case Atomic:
 		access |= mr.RemoteAtomic
 		qpAccess = mr.RemoteAtomic
 	}
@@ -390,7 +391,7 @@ func (p *perf) resources() error {
 		return fmt.Errorf("couldn't allocate MR: %w", err)
 	}
 	mem := p.mr.Bytes()
-	if o.test.verb == perfWrite && o.test.lat {
+	if o.test.Verb == Write && o.test.Lat {
 		clear(mem) // write_lat polls on zeroed memory
 	} else {
 		for i := range mem {
@@ -401,7 +402,7 @@ func (p *perf) resources() error {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
 	p.qpAccess = qpAccess
-	if o.test.verb == perfSend {
+	if o.test.Verb == Send {
 		if p.rcq, err = cq.New(p.ctx, cq.Options{CQE: o.rxDepth}); err != nil {
 			return fmt.Errorf("couldn't create CQ: %w", err)
 		}
@@ -428,7 +429,7 @@ func (p *perf) qpOptions() qp.Options {
 	o := p.o
 	caps := qp.Caps{MaxSendWR: o.txDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 	rcq := p.cq
-	if o.test.verb == perfSend {
+	if o.test.Verb == Send {
 		caps.MaxRecvWR = o.rxDepth
 		rcq = p.rcq
 	}
@@ -463,7 +464,7 @@ func (p *perf) connect() error {
 	if err != nil {
 		return fmt.Errorf("failed to modify QP %d to RTR: %w", p.qp.QPN(), err)
 	}
-	if o.test.lat || o.server != "" {
+	if o.test.Lat || o.server != "" {
 		err = p.qp.ToRTS(qp.RTSAttr{SQPSN: p.my.PSN, Timeout: uint8(o.qpTimeout), RetryCnt: 7, RNRRetry: 7,
 			MaxRDAtomic: uint8(min(p.rem.OutReads, 255))})
 		if err != nil {
@@ -478,12 +479,12 @@ func (p *perf) printInfo() {
 	o := p.o
 	w := p.stdout
 	kind := "BW"
-	if o.test.lat {
+	if o.test.Lat {
 		kind = "Latency"
 	}
 	fmt.Fprint(w, perftest.ResultLine)
-	verb := [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}[o.test.verb]
-	if o.test.verb == perfAtomic {
+	verb := [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}[o.test.Verb]
+	if o.test.Verb == Atomic {
 		verb += map[bool]string{true: " CMP_AND_SWAP", false: " FETCH_AND_ADD"}[o.cmpSwap]
 	}
 	fmt.Fprintf(w, "                    %s %s Test\n", verb, kind)
@@ -494,13 +495,13 @@ func (p *perf) printInfo() {
 	}
 	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : %s\n", transport)
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
-	if o.server != "" || o.test.lat {
+	if o.server != "" || o.test.Lat {
 		fmt.Fprintf(w, " TX depth        : %d\n", o.txDepth)
 	}
-	if o.test.verb == perfSend && (o.server == "" || o.test.lat) {
+	if o.test.Verb == Send && (o.server == "" || o.test.Lat) {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.rxDepth)
 	}
-	if !o.test.lat {
+	if !o.test.Lat {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", o.cqMod)
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", p.mtu.Bytes())
@@ -509,10 +510,10 @@ func (p *perf) printInfo() {
 		fmt.Fprintf(w, " GID index       : %d\n", o.gidIndex)
 	}
 	switch {
-	case o.test.verb == perfRead || o.test.verb == perfAtomic:
+	case o.test.Verb == Read || o.test.Verb == Atomic:
 		// In place of the inline size, which they do not use.
 		fmt.Fprintf(w, " Outstand reads  : %d\n", p.outReads)
-	case o.server != "" || o.test.lat:
+	case o.server != "" || o.test.Lat:
 		fmt.Fprintf(w, " Max inline data : 0[B]\n")
 	}
 	if o.rdmaCM {
@@ -535,14 +536,14 @@ func (p *perf) printDest(side string, d perftest.Dest) {
 	fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", side, cAltHex(uint64(d.LID), 4), cAltHex(uint64(d.QPN), 6), cAltHex(uint64(d.PSN), 6))
 	// The C tools print by the verb of the exchange's parameters, which
 	// with -R are the rdma_cm exchange's own: SEND (create_comm_struct).
-	verb := p.o.test.verb
+	verb := p.o.test.Verb
 	if p.o.rdmaCM {
-		verb = perfSend
+		verb = Send
 	}
-	if verb == perfRead {
+	if verb == Read {
 		fmt.Fprintf(w, " OUT %s", cAltHex(uint64(d.OutReads), 4))
 	}
-	if verb == perfRead || verb == perfWrite {
+	if verb == Read || verb == Write {
 		fmt.Fprintf(w, " RKey %s VAddr %s", cAltHex(uint64(d.RKey), 8), cAltHex(d.VAddr, 16))
 	}
 	fmt.Fprintln(w)
@@ -582,12 +583,12 @@ func (p *perf) sizes() []uint64 {
 }
 
 func (p *perf) opcode() verbs.WROpcode {
-	switch p.o.test.verb {
-	case perfRead:
+	switch p.o.test.Verb {
+	case Read:
 		return verbs.WRRDMARead
-	case perfSend:
+	case Send:
 		return verbs.WRSend
-	case perfAtomic:
+	case Atomic:
 		if p.o.cmpSwap {
 			return verbs.WRAtomicCmpAndSwp
 		}
@@ -742,7 +743,7 @@ func (p *perf) iterBW(ctx context.Context, size uint64) error {
 func (p *perf) runLat(ctx context.Context) error {
 	o := p.o
 	w := p.stdout
-	passive := o.test.verb == perfRead || o.test.verb == perfAtomic
+	passive := o.test.Verb == Read || o.test.Verb == Atomic
 	if passive && o.server == "" {
 		// ib_read_lat's and ib_atomic_lat's server has nothing to do
 		// but wait for the end.
@@ -756,7 +757,7 @@ func (p *perf) runLat(ctx context.Context) error {
 	}
 	for _, size := range p.sizes() {
 		var err error
-		if o.test.verb == perfWrite {
+		if o.test.Verb == Write {
 			err = p.iterLatWrite(ctx, size)
 		} else {
 			err = p.iterLatRead(ctx, size)
@@ -840,7 +841,7 @@ func (p *perf) iterLatRead(ctx context.Context, size uint64) error {
 	*wr = verbs.SendWR{Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, SGList: p.sge,
 		RemoteAddr: p.rem.VAddr, RKey: p.rem.RKey}
 	switch {
-	case p.o.test.verb != perfAtomic:
+	case p.o.test.Verb != Atomic:
 	case p.o.cmpSwap:
 		wr.Opcode, wr.Swap = verbs.WRAtomicCmpAndSwp, 0 // ATOMIC_SWAP_VALUE
 	default:
@@ -888,7 +889,7 @@ func (p *perf) runSend(ctx context.Context) error {
 	w := p.stdout
 	fmt.Fprint(w, perftest.ResultLine)
 	switch {
-	case o.test.lat:
+	case o.test.Lat:
 		fmt.Fprint(w, perftest.LatHeader)
 	case o.gbits:
 		fmt.Fprint(w, perftest.BWHeaderG)
@@ -897,7 +898,7 @@ func (p *perf) runSend(ctx context.Context) error {
 	}
 	server := o.server == ""
 	for _, size := range p.sizes() {
-		if o.test.lat || server {
+		if o.test.Lat || server {
 			if err := p.postRecvs(size); err != nil {
 				return err
 			}
@@ -912,7 +913,7 @@ func (p *perf) runSend(ctx context.Context) error {
 		}
 		var err error
 		switch {
-		case o.test.lat:
+		case o.test.Lat:
 			err = p.iterLatSend(ctx, size)
 		case server:
 			err = p.iterBWServer(ctx, size)
@@ -922,7 +923,7 @@ func (p *perf) runSend(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if o.test.lat {
+		if o.test.Lat {
 			s, err := perftest.Lat(p.posted, 2, p.deltas)
 			if err != nil {
 				return err
@@ -949,7 +950,7 @@ func (p *perf) postRecvs(size uint64) error {
 	o := p.o
 	sge := &p.rsge[0]
 	sge.Addr, sge.Length = p.rxBase, uint32(size)
-	cycles := !o.test.lat && size <= uint64(p.cycle)/2
+	cycles := !o.test.Lat && size <= uint64(p.cycle)/2
 	inc := p.incr(size)
 	wrap := uint64(p.cycle) / inc
 	for j := 0; j < o.rxDepth; j++ {
@@ -1278,7 +1279,7 @@ func (p *perf) connectCM(ctx context.Context) error {
 		return err
 	}
 	param := cm.ConnParam{RetryCount: perftest.RetryCount, RNRRetryCount: perftest.RetryCount, Exact: true}
-	if o.test.verb == perfRead || o.test.verb == perfAtomic {
+	if o.test.Verb == Read || o.test.Verb == Atomic {
 		param.ResponderResources = uint8(p.outReads)
 		param.InitiatorDepth = uint8(p.outReads)
 	}

@@ -1,0 +1,169 @@
+// Package proc runs the programs an interop test puts beside itself: the
+// test binary re-executed as the Go program under test (goverbs, or an
+// rpma example), or a C peer; it keeps their output, kills a hang and
+// watches a pair on siw for the kernel's own failures (WatchSiw).
+//
+//	p, err := proc.Start(t, "go server", argv, env, 4*time.Minute)
+//	...
+//	if err := p.Wait(); err != nil {
+//		t.Fatalf("server failed: %v", p) // name, pid, error, stdout, stderr
+//	}
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Proc is a program a test runs beside itself.
+type Proc struct {
+	Name           string
+	Impl, Tool     string // the caller's labels (e.g. "c", "c-lines" or "go", and the tool)
+	Cmd            *exec.Cmd
+	Stdout, Stderr SyncBuffer
+	done           chan struct{}
+	err            error
+}
+
+// Start starts argv with env (nil: inherit). The process is killed when
+// the test ends, or after guard (a hang, not a timing check). When argv[0]
+// is this binary (a Go program), the guard sends SIGQUIT first, so that
+// its goroutines' stacks land on its stderr, and SIGKILL 5 s later.
+func Start(t testing.TB, name string, argv, env []string, guard time.Duration) (*Proc, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	p := &Proc{Name: name, done: make(chan struct{})}
+	p.Cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	p.Cmd.Env = env
+	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
+	if argv[0] == os.Args[0] {
+		// The program is this binary, a Go program: when the guard
+		// expires, SIGQUIT makes it print every goroutine's stack to its
+		// stderr (kept in the failure message), the evidence of where it
+		// hung; SIGKILL follows if it has not exited 5 s later.
+		p.Cmd.Cancel = func() error { return p.Cmd.Process.Signal(syscall.SIGQUIT) }
+		p.Cmd.WaitDelay = 5 * time.Second
+	}
+	if err := p.Cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start %v: %v", argv, err)
+	}
+	go func() {
+		p.err = p.Cmd.Wait()
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.Cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p, nil
+}
+
+// Wait waits for the process to exit and returns exec.Cmd.Wait's error.
+func (p *Proc) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Status returns the exit status, -1 while the process runs.
+func (p *Proc) Status() int {
+	if p.Cmd.ProcessState == nil {
+		return -1
+	}
+	return p.Cmd.ProcessState.ExitCode()
+}
+
+// String is what a failure message shows of the process: its name, pid,
+// error, standard output and standard error.
+func (p *Proc) String() string {
+	return fmt.Sprintf("%s (pid %d): %v\n--- stdout:\n%s--- stderr:\n%s", p.Name, p.Cmd.Process.Pid, p.err,
+		p.Stdout.String(), p.Stderr.String())
+}
+
+// Lines returns the lines of standard output.
+func (p *Proc) Lines() []string {
+	s := strings.TrimSuffix(p.Stdout.String(), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// SyncBuffer is a bytes.Buffer that may be read while the process writes.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// TrimSuffix removes suffix from the end of the buffer if it is there,
+// and reports whether it was.
+func (b *SyncBuffer) TrimSuffix(suffix string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !bytes.HasSuffix(b.buf.Bytes(), []byte(suffix)) {
+		return false
+	}
+	b.buf.Truncate(b.buf.Len() - len(suffix))
+	return true
+}
+
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TCPListening reports whether a TCP socket listens on port, from
+// /proc/net/tcp{,6}: a probe connection would use up a server's only
+// accept.
+func TCPListening(port int) bool {
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) > 3 && strings.HasSuffix(fields[1], suffix) && fields[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
+}
