@@ -31,8 +31,8 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/rxe"
-	"github.com/goverbs/goverbs/internal/siw"
+	"github.com/goverbs/goverbs/internal/provider/rxe"
+	"github.com/goverbs/goverbs/internal/provider/siw"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/internal/provider/rxe"
 	"github.com/goverbs/goverbs/verbs"
 )
 

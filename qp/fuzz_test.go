@@ -4,7 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/goverbs/goverbs/internal/rxe"
+	"github.com/goverbs/goverbs/internal/provider/rxe"
 	"github.com/goverbs/goverbs/verbs"
 )
 

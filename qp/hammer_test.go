@@ -39,11 +39,11 @@ import (
 // the way too.
 //
 // A limit worth knowing: the test bed's arm64 guest is qemu TCG on an
-// amd64 host. It runs the arm64 code (the arm64 build of internal/rxe,
+// amd64 host. It runs the arm64 code (the arm64 build of internal/provider/rxe,
 // its barriers and atomics) on several vCPUs at once, but the host's
 // stronger (TSO) ordering hides most reorderings real arm64 cores make, so
 // a pass here is evidence about the code paths, not proof about silicon;
-// the arguments in internal/rxe's comments carry the rest.
+// the arguments in internal/provider/rxe's comments carry the rest.
 func TestHammerRings(t *testing.T) {
 	const (
 		senders   = 3

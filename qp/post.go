@@ -7,8 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/rxe"
-	"github.com/goverbs/goverbs/internal/siw"
+	"github.com/goverbs/goverbs/internal/provider/rxe"
+	"github.com/goverbs/goverbs/internal/provider/siw"
 	"github.com/goverbs/goverbs/verbs"
 )
 

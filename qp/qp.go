@@ -27,8 +27,8 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/rxe"
-	"github.com/goverbs/goverbs/internal/siw"
+	"github.com/goverbs/goverbs/internal/provider/rxe"
+	"github.com/goverbs/goverbs/internal/provider/siw"
 	"github.com/goverbs/goverbs/srq"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
