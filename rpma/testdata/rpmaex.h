@@ -1,12 +1,15 @@
 /*
  * rpmaex.h -- C peers for goverbs' ports of librpma's example programs
- * (goverbs rpma-example). One binary runs every example:
+ * (examples/rpma). One binary runs the examples it is built with:
  *
  *	rpmaex NAME server|client ADDR PORT [ARGS]
  *
  * with the examples' arguments, wire protocols and standard output, so the
  * Go ports can be checked against real librpma. Written for goverbs'
  * tests; error paths just report and return (the process ends anyway).
+ * rpmaex_util.c (main) names every example weakly: a binary built from it
+ * and one other source (internal/testutil/rpmaex builds one per example's
+ * tests) runs that source's examples and refuses the rest.
  */
 #ifndef RPMAEX_H
 #define RPMAEX_H
@@ -71,8 +74,8 @@ int ex_check_wc(const struct ibv_wc *wc, enum ibv_wc_opcode op, const char *what
 typedef int (*ex_main_fn)(const struct ex_args *a);
 
 #define EX_DECL(n) \
-	int n##_server(const struct ex_args *a); \
-	int n##_client(const struct ex_args *a);
+	int n##_server(const struct ex_args *a) __attribute__((weak)); \
+	int n##_client(const struct ex_args *a) __attribute__((weak));
 
 EX_DECL(ex01) EX_DECL(ex02) EX_DECL(ex03) EX_DECL(ex04) EX_DECL(ex05)
 EX_DECL(ex06) EX_DECL(ex06scch) EX_DECL(ex07) EX_DECL(ex08) EX_DECL(ex08srq)

@@ -230,6 +230,10 @@ main(int argc, char *argv[])
 		if (strcmp(examples[i].name, argv[1]))
 			continue;
 		int server = strcmp(argv[2], "server") == 0;
+		if (!examples[i].server || !examples[i].client) {
+			fprintf(stderr, "example %s is not built in\n", argv[1]);
+			return -1;
+		}
 		struct ex_args a = {argv[3], argv[4], argc - 5, argv + 5};
 		if (a.argc < (server ? examples[i].server_args : examples[i].client_args)) {
 			fprintf(stderr, "%s %s: missing arguments\n", argv[1], argv[2]);

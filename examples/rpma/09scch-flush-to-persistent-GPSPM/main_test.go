@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/goverbs/goverbs/internal/testutil/rpmaex"
+)
+
+// The test binary is the example when rpmaex.EnvRunMain is set: the
+// interop tests run it as the Go end.
+func TestMain(m *testing.M) { rpmaex.Main(m, main) }
+
+// TestRPMAExamples runs the example with Go and C librpma ends on the
+// test bed's device (rpmaex.Examples).
+func TestRPMAExamples(t *testing.T) { rpmaex.Examples(t, example.Name) }
