@@ -302,6 +302,12 @@ func (c *rpingConn) waitFor(want int, name string) bool {
 	return true
 }
 
+// wait is the C tool's sem_wait: it returns once the CQ goroutine (a
+// completion, or a failed one), the CM goroutine (DISCONNECTED, a failure
+// event) or the failure of either goroutine (it cannot post any more)
+// posts. Like the C tool it has no timeout: a peer that is alive but never
+// answers, as when siw leaves a message unread in its socket, is waited
+// for until it goes.
 func (c *rpingConn) wait() int {
 	<-c.sem
 	return c.getState()
@@ -352,7 +358,10 @@ func (c *rpingConn) cmEvent(ev cm.Event) {
 }
 
 // startCM runs the connection's event handler (the C tool's cm_thread) from
-// establishment on.
+// establishment on. If the events stop for another reason than stop (the
+// channel's reader failed), nothing could wake the main goroutine again:
+// the failure is reported as the C tool reports rdma_get_cm_event's (it
+// then exits) and the main goroutine is woken in the error state.
 func (c *rpingConn) startCM() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopCM, c.cmDone = cancel, make(chan struct{})
@@ -361,6 +370,11 @@ func (c *rpingConn) startCM() {
 		for {
 			ev, err := c.id.Event(ctx)
 			if err != nil {
+				if ctx.Err() == nil {
+					c.errw.printf("rdma_get_cm_event: %s\n", cmStrerror(err))
+					c.setState(rpingError)
+					c.post()
+				}
 				return
 			}
 			c.cmEvent(ev)
@@ -506,7 +520,9 @@ func (c *rpingConn) formatSend(buf *mr.MR) {
 
 // startCQ runs the CQ handler (the C tool's cq_thread): it sleeps on the
 // completion channel and handles completions until one fails or a flushed
-// one shows the QP is gone.
+// one shows the QP is gone. If the channel fails, no completion can wake
+// the main goroutine again; the C tool's main thread then waits on, ours
+// is woken in the error state.
 func (c *rpingConn) startCQ() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopCQ, c.cqDone = cancel, make(chan struct{})
@@ -520,6 +536,8 @@ func (c *rpingConn) startCQ() {
 			if err := c.cq.Wait(ctx); err != nil {
 				if ctx.Err() == nil {
 					c.errw.printf("Failed to get cq event!\n")
+					c.setState(rpingError)
+					c.post()
 				}
 				return
 			}
