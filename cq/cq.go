@@ -31,8 +31,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/provider/rxe"
-	"github.com/goverbs/goverbs/internal/provider/siw"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -58,15 +57,13 @@ type CQ struct {
 	handle uint32
 	track  uint64
 
-	mu sync.Mutex // guards ring, cqe and closed against Resize/Close
-	// The provider's ring: exactly one of ring (rxe) and sring (siw) is
-	// set, chosen at creation from the device's driver id. Poll branches
-	// on sring == nil: no interface call, and rxe's path is unchanged.
-	ring  *rxe.Queue // written under mu and pollLock; Poll reads it under pollLock
-	sring *siw.CQ
+	mu sync.Mutex // guards cqe and closed, and the ring against Resize/Close
+	// ring is the provider's CQ (package internal/provider), made by the
+	// context's provider at creation.
+	ring provider.CQ
 	// pollLock is Poll's one lock and close guard: Resize holds it across
-	// RESIZE_CQ and the remap, Close closes it.
-	pollLock rxe.Lock
+	// RESIZE_CQ and the ring's switch, Close closes it.
+	pollLock provider.Lock
 	cqe      int
 	closed   bool
 
@@ -112,10 +109,11 @@ func New(ctx *verbs.Context, opts Options) (*CQ, error) {
 }
 
 func (c *CQ) create(opts Options) error {
+	ring, err := kobj.ContextOf(c.ctx).Provider.NewCQ(opts.CQE)
+	if err != nil {
+		return fmt.Errorf("cq: create with %d entries: %w", opts.CQE, err)
+	}
 	var respCQE uint32
-	var mi uverbs.RxeCreateCqResp
-	var smi uverbs.SiwUrespCreateCq
-	isSIW := verbs.Driver(kobj.ContextOf(c.ctx).Driver) == verbs.DriverSIW
 	var r uverbs.Ioctl
 	r.Init("CQ.CREATE", uverbs.UVERBS_OBJECT_CQ, uverbs.UVERBS_METHOD_CQ_CREATE, kobj.ContextOf(c.ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_CQ_HANDLE)
@@ -124,11 +122,7 @@ func (c *CQ) create(opts Options) error {
 	r.U64(uverbs.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, c.track)
 	r.U32(uverbs.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(opts.CompVector))
 	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.ctx.AsyncFD()))
-	if isSIW {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&smi), unsafe.Sizeof(smi))
-	} else {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
-	}
+	ring.Udata().Add(&r)
 	do := func() error { return kobj.ContextOf(c.ctx).Do(&r) }
 	if c.ch != nil {
 		// Hold the channel's fd number steady across the call.
@@ -140,56 +134,21 @@ func (c *CQ) create(opts Options) error {
 		}
 	}
 	if err := do(); err != nil {
+		ring.Release()
 		if errors.Is(err, uverbs.ErrClosed) {
 			return fmt.Errorf("cq: create: %w", verbs.ErrClosed)
 		}
 		return fmt.Errorf("cq: create with %d entries: %w", opts.CQE, err)
 	}
 	c.handle = uint32(r.Data(h))
-	if isSIW {
-		ring, err := mapSIWRing(c.ctx, smi)
-		if err != nil {
-			c.destroy()
-			return err
-		}
-		c.sring = ring
-		c.cqe = int(respCQE)
-		return nil
-	}
-	ring, err := mapRing(c.ctx, mi.Mi)
-	if err != nil {
+	if err := ring.Start(respCQE); err != nil {
 		c.destroy()
-		return err
+		ring.Release()
+		return fmt.Errorf("cq: %w", err)
 	}
 	c.ring = ring
 	c.cqe = int(respCQE)
 	return nil
-}
-
-func mapRing(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
-	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, mi.Offset, int(mi.Size))
-	if err != nil {
-		return nil, fmt.Errorf("cq: map ring: %w", err)
-	}
-	ring, err := rxe.NewQueue(mem, unsafe.Sizeof(verbs.WorkCompletion{}))
-	if err != nil {
-		uverbs.Munmap(mem)
-		return nil, fmt.Errorf("cq: %w", err)
-	}
-	return ring, nil
-}
-
-func mapSIWRing(ctx *verbs.Context, mi uverbs.SiwUrespCreateCq) (*siw.CQ, error) {
-	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, mi.Cq_key, siw.CQLen(mi.Num_cqe))
-	if err != nil {
-		return nil, fmt.Errorf("cq: map ring: %w", err)
-	}
-	ring, err := siw.NewCQ(mem, mi.Num_cqe)
-	if err != nil {
-		uverbs.Munmap(mem)
-		return nil, fmt.Errorf("cq: %w", err)
-	}
-	return ring, nil
 }
 
 // Context returns the context of the CQ.
@@ -224,12 +183,9 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 	if !c.pollLock.Lock() {
 		return 0, verbs.ErrClosed
 	}
-	var n int
-	if c.sring != nil {
-		n = c.sring.Poll(wc)
-	} else {
-		n = rxe.PollCQ(c.ring, wc)
-	}
+	// One interface call into the provider; View keeps wc off the heap
+	// (see package internal/provider).
+	n := c.ring.Poll(provider.View[provider.WC](wc))
 	c.pollLock.Unlock()
 	return n, nil
 }
@@ -241,20 +197,14 @@ func (c *CQ) Queued() int {
 	if c.closed {
 		return 0
 	}
-	if c.sring != nil {
-		return int(c.sring.Available())
-	}
-	return int(c.ring.Available())
+	return c.ring.Queued()
 }
 
 // Pending reports whether completions are waiting to be polled.
 func (c *CQ) Pending() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sring != nil {
-		return !c.closed && c.sring.Pending()
-	}
-	return !c.closed && c.ring.Available() > 0
+	return !c.closed && c.ring.Pending()
 }
 
 // ReqNotify arms the CQ: the next completion (with solicitedOnly, the next
@@ -268,17 +218,17 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		req.Solicited_only = 1
 	}
+	// The provider arms the CQ, or says the kernel must (rxe's
+	// REQ_NOTIFY_CQ; siw stores to a mapped control word, a hardware
+	// provider rings a doorbell).
 	c.mu.Lock()
 	closed := c.closed
-	if !closed && c.sring != nil {
-		// siw: arm through the CQ's mapped control word, no system call.
-		c.sring.Arm(solicitedOnly)
-	}
+	kernel := !closed && c.ring.Arm(solicitedOnly)
 	c.mu.Unlock()
 	if closed {
 		return verbs.ErrClosed
 	}
-	if c.sring != nil {
+	if !kernel {
 		return nil
 	}
 	return uverbs.Write(kobj.ContextOf(c.ctx).FD, "REQ_NOTIFY_CQ", uverbs.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &req, nil, 0)
@@ -353,6 +303,7 @@ func readEvents(ctx context.Context, ch *verbs.CompChannel) error {
 	for _, h := range handles[:n] {
 		if c, ok := kobj.ContextOf(ch.Context()).Object(h).(*CQ); ok { // else destroyed meanwhile
 			c.events.Add(1)
+			c.ring.Event()
 			kobj.ChannelOf(ch).Stash(h)
 		}
 	}
@@ -395,36 +346,37 @@ func (c *CQ) Resize(cqe int) error {
 	if cqe < 1 {
 		return fmt.Errorf("cq: resize to %d: %w", cqe, ErrBadCQE)
 	}
-	if c.sring != nil {
+	if !c.ring.CanResize() {
 		// siw has no RESIZE_CQ (the kernel driver has no resize_cq).
 		return fmt.Errorf("cq: resize to %d: %w", cqe, verbs.ErrNotCapable)
 	}
-	req := uverbs.ResizeCq{Handle: c.handle, Cqe: uint32(min(cqe, 1<<31-1))}
-	var resp uverbs.ResizeCqResp
-	var mi uverbs.RxeResizeCqResp
-	var r uverbs.Ioctl
-	r.InitInvokeWrite("RESIZE_CQ", uverbs.IB_USER_VERBS_CMD_RESIZE_CQ, kobj.ContextOf(c.ctx).Driver)
-	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
-	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
-	// No Poll from here to the swap: the kernel copies the completions
+	// No Poll from here to the switch: the kernel copies the completions
 	// between the consumer and producer indices of the old ring into the
-	// new one, so a completion polled from the old ring meanwhile would
-	// be delivered twice (rdma-core holds the CQ's lock the same way).
+	// new one (or the provider does), so a completion polled from the old
+	// ring meanwhile would be delivered twice (rdma-core holds the CQ's
+	// lock the same way).
 	if !c.pollLock.Lock() {
 		return verbs.ErrClosed
 	}
 	defer c.pollLock.Unlock()
-	if err := kobj.ContextOf(c.ctx).Do(&r); err != nil {
+	err := c.ring.Resize(cqe, func(u provider.Udata) error {
+		req := uverbs.ResizeCq{Handle: c.handle, Cqe: uint32(min(cqe, 1<<31-1))}
+		var resp uverbs.ResizeCqResp
+		var r uverbs.Ioctl
+		r.InitInvokeWrite("RESIZE_CQ", uverbs.IB_USER_VERBS_CMD_RESIZE_CQ, kobj.ContextOf(c.ctx).Driver)
+		r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
+		r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
+		u.Add(&r)
+		if err := kobj.ContextOf(c.ctx).Do(&r); err != nil {
+			return err
+		}
+		c.cqe = int(resp.Cqe)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("cq: resize to %d: %w", cqe, err)
 	}
-	ring, err := mapRing(c.ctx, mi.Mi)
-	if err != nil {
-		return err
-	}
-	old := c.ring
-	c.ring, c.cqe = ring, int(resp.Cqe)
-	return uverbs.Munmap(old.Mem())
+	return nil
 }
 
 func (c *CQ) destroy() (uverbs.DestroyCqResp, error) {
@@ -459,12 +411,5 @@ func (c *CQ) Close() error {
 	if c.pollLock.Lock() { // wait for a Poll in progress; refuse later ones
 		c.pollLock.CloseUnlock()
 	}
-	var err error
-	if c.sring != nil {
-		err = uverbs.Munmap(c.sring.Mem())
-	} else {
-		err = uverbs.Munmap(c.ring.Mem())
-	}
-	c.ring, c.sring = nil, nil
-	return err
+	return c.ring.Release()
 }

@@ -161,15 +161,10 @@ func RegisterIOVA(pd *verbs.PD, mem []byte, iova uint64, access Access) (*MR, er
 	r.InitInvokeWrite("REG_MR", uverbs.IB_USER_VERBS_CMD_REG_MR, kobj.ContextOf(ctx).Driver)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	// siw requires its driver request and response (the STag key byte,
-	// 0 as rdma-core sends it, and the STag it returns, which is the
-	// lkey/rkey of the core response).
-	var sreq uverbs.SiwUreqRegMr
-	var sresp uverbs.SiwUrespRegMr
-	if verbs.Driver(kobj.ContextOf(ctx).Driver) == verbs.DriverSIW {
-		r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&sreq), unsafe.Sizeof(sreq))
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sresp), unsafe.Sizeof(sresp))
-	}
+	// The provider's driver data, if it wants any (siw: the STag key
+	// byte, and room for the STag it returns, which is the lkey/rkey of
+	// the core response too).
+	kobj.ContextOf(ctx).Provider.RegMR().Add(&r)
 	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
 		return nil, explain(err, len(mem))
 	}

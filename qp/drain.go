@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goverbs/goverbs/internal/provider/rxe"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -26,12 +25,7 @@ func (q *QP) WaitSent(ctx context.Context) error {
 	if !q.sqLock.Lock() {
 		return fmt.Errorf("qp: wait sent: %w", verbs.ErrClosed)
 	}
-	var p uint32
-	if q.ssq != nil {
-		p = q.ssq.Put()
-	} else {
-		p = q.sq.ProducerIndex()
-	}
+	p := q.sq.Mark()
 	q.sqLock.Unlock()
 	backoff := time.Duration(0)
 	for {
@@ -43,12 +37,7 @@ func (q *QP) WaitSent(ctx context.Context) error {
 		if !q.sqLock.Lock() {
 			return fmt.Errorf("qp: wait sent: %w", verbs.ErrClosed)
 		}
-		var done bool
-		if q.ssq != nil {
-			done = q.ssq.Transmitted(p)
-		} else {
-			done = rxe.SendsTransmitted(q.sq, p)
-		}
+		done := q.sq.Transmitted(p)
 		q.sqLock.Unlock()
 		if done {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/internal/provider/rxe"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -37,7 +38,7 @@ func FuzzSendWR(f *testing.F) {
 		if ninline > 0 {
 			wr.InlineData = make([]byte, ninline)
 		}
-		ahNum, err := q.validateSend(&wr)
+		_, err := q.validateSend(&wr) // UD without an AH does not pass: no AH number to write
 		if err != nil {
 			return
 		}
@@ -53,7 +54,7 @@ func FuzzSendWR(f *testing.F) {
 		for i := range buf[elem:] {
 			buf[elem+uintptr(i)] = 0xa5
 		}
-		rxe.WriteSend(unsafe.Pointer(&buf[0]), &wr, q.typ == UD, ahNum, 1)
+		rxe.WriteSend(unsafe.Pointer(&buf[0]), &provider.View[provider.SendWR]([]verbs.SendWR{wr})[0], q.typ == UD, 0, 1)
 		for i, b := range buf[elem:] {
 			if b != 0xa5 {
 				t.Fatalf("WriteSend wrote byte %d past a %d-byte element", i, elem)

@@ -3,12 +3,12 @@ package qp
 import (
 	"errors"
 	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/provider/rxe"
-	"github.com/goverbs/goverbs/internal/provider/siw"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -50,9 +50,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		q.sqLock.Unlock()
 		return sendErrors.Closed()
 	case Error, SQD, SQE:
-		if q.ssq != nil {
+		if q.sendOnlyInRTS {
 			// siw flushes its send queue once, when the QP leaves
-			// RTS; an SQE posted after that would never complete.
+			// RTS; a WQE posted after that would never complete.
 			q.sqLock.Unlock()
 			return sendErrors.State()
 		}
@@ -60,82 +60,30 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		q.sqLock.Unlock()
 		return sendErrors.State()
 	}
-	if q.ssq != nil {
-		return q.postSendSIW(wrs)
+	// One interface call into the provider, which writes the list and
+	// calls back (sendChecker) for the generic checks of each work
+	// request; View keeps wrs off the heap (see package
+	// internal/provider).
+	n, kick, err := q.sq.Post(provider.View[provider.SendWR](wrs), (*sendChecker)(q))
+	if q.windowOps {
+		q.windowOps = false
+		for i := range wrs[:n] {
+			if wrs[i].Opcode == verbs.WRBindMW || wrs[i].Opcode == verbs.WRLocalInv {
+				q.noteWindow(&wrs[i])
+			}
+		}
 	}
-	sq := q.sq
-	free := sq.Free()
-	p := sq.ProducerIndex()
-	var err error
-	n := 0
-	for i := range wrs {
-		wr := &wrs[i]
-		ahNum, verr := q.validateSend(wr)
-		if verr != nil {
-			err = sendErrors.At(i, verr)
-			break
-		}
-		if uint32(i) >= free {
-			err = sendErrors.Full(i)
-			break
-		}
-		if wr.Opcode == verbs.WRBindMW || wr.Opcode == verbs.WRLocalInv {
-			q.noteWindow(wr)
-		}
-		rxe.WriteSend(sq.Elem(p), wr, q.typ == UD, ahNum, q.ssn)
-		q.ssn++
-		p = sq.Next(p)
-		n++
-	}
-	if n == 0 {
+	if !kick {
+		// Nothing posted, or the provider rang its own doorbell (a
+		// store to a mapped doorbell page) under the lock.
 		q.sqLock.Unlock()
 		return err
 	}
-	sq.Publish(p)
 	// Count the doorbell before unlocking, so a Close that takes the lock
 	// after us waits for it; ring it outside the lock, as rdma-core does.
-	q.doorbells.Add(1)
-	q.sqLock.Unlock()
-	derr := q.doorbell.Ring(q.rawFD)
-	q.doorbells.Add(-1)
-	if derr != nil && err == nil {
-		err = sendErrors.At(0, derr)
-	}
-	return err
-}
-
-// postSendSIW is PostSend on siw's send queue; the caller holds sqLock
-// and checked the QP state. siw takes an SQE when its VALID flag is set;
-// the doorbell (POST_SEND with no work requests, as rdma-core's siw_db)
-// makes the kernel process the queue in the system call. rdma-core skips
-// it when the SQE before the list is still VALID (the kernel is busy and
-// will reach the new ones); goverbs rings it for every list, which also
-// restarts a queue whose earlier doorbell failed.
-func (q *QP) postSendSIW(wrs []verbs.SendWR) error {
-	sq := q.ssq
-	var err error
-	n := 0
-	for i := range wrs {
-		wr := &wrs[i]
-		_, verr := q.validateSend(wr)
-		if verr == nil {
-			verr = siw.CheckSend(wr)
-		}
-		if verr != nil {
-			err = sendErrors.At(i, verr)
-			break
-		}
-		if !sq.CanPost(sq.Put()) {
-			err = sendErrors.Full(i)
-			break
-		}
-		sq.Post(wr)
-		n++
-	}
-	if n == 0 {
-		q.sqLock.Unlock()
-		return err
-	}
+	// It is the kernel's POST_SEND with no work requests: rxe sends (6.1)
+	// or schedules its sender (6.12) in it, siw processes its send queue
+	// in it.
 	q.doorbells.Add(1)
 	q.sqLock.Unlock()
 	derr := q.doorbell.Ring(q.rawFD)
@@ -143,22 +91,42 @@ func (q *QP) postSendSIW(wrs []verbs.SendWR) error {
 	// progress (ours from another goroutine, or the connection
 	// manager's) makes it fail with ENOTCONN although the QP is in RTS.
 	// rdma-core avoids that by holding its send lock across both; here
-	// the doorbell is retried while the QP is still in RTS for us.
+	// the doorbell is retried while the QP is still in RTS for us. (No
+	// other driver fails a doorbell with ENOTCONN on a QP in RTS.)
 	for i := 0; derr != nil && i < 1000 && errors.Is(derr, unix.ENOTCONN) && State(q.postState.Load()) == RTS; i++ {
 		runtime.Gosched()
 		derr = q.doorbell.Ring(q.rawFD)
 	}
 	q.doorbells.Add(-1)
 	if derr != nil && err == nil {
-		err = sendErrors.At(0, derr)
+		err = &verbs.PostError{Op: "qp: post send", Index: 0, Err: derr}
 	}
 	return err
+}
+
+// sendChecker is the QP as the provider's provider.Checker: the generic
+// checks of a send work request, run by SendQueue.Post under sqLock.
+type sendChecker QP
+
+// CheckSend validates the i-th work request of a post (validateSend) and
+// returns its address handle's provider part (UD).
+func (c *sendChecker) CheckSend(i int, pwr *provider.SendWR) (provider.AH, error) {
+	q := (*QP)(c)
+	wr := (*verbs.SendWR)(unsafe.Pointer(pwr)) // the caller's own work request (provider.View)
+	ah, err := q.validateSend(wr)
+	if err != nil {
+		return nil, &verbs.PostError{Op: "qp: post send", Index: i, Err: err}
+	}
+	if wr.Opcode == verbs.WRBindMW || wr.Opcode == verbs.WRLocalInv {
+		q.windowOps = true
+	}
+	return ah, nil
 }
 
 // noteWindow tells the memory window whose rkey a bind or invalidation
 // names (mr.MW registers its windows with the Context) that it was posted
 // here, and remembers the window if it now holds the QP; the caller holds
-// sqLock.
+// sqLock and the provider posted wr.
 func (q *QP) noteWindow(wr *verbs.SendWR) {
 	bind := wr.Opcode == verbs.WRBindMW
 	rkey := wr.InvalidateRKey
@@ -175,82 +143,82 @@ func (q *QP) noteWindow(wr *verbs.SendWR) {
 	q.windows[w] = struct{}{}
 }
 
-// validateSend checks wr against the QP and returns the provider number of
-// its address handle (UD).
-func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
+// validateSend checks wr against the QP and returns the provider's part
+// of its address handle (UD).
+func (q *QP) validateSend(wr *verbs.SendWR) (provider.AH, error) {
 	switch wr.Opcode {
 	case verbs.WRSend, verbs.WRSendWithImm:
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
 		if q.typ == UD {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 	case verbs.WRRDMARead, verbs.WRSendWithInv:
 		if q.typ != RC {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
 		if q.typ != RC {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 		if wr.RemoteAddr%8 != 0 || wr.InlineData != nil || len(wr.SGList) != 1 || wr.SGList[0].Length != 8 {
-			return 0, verbs.ErrBadAtomic
+			return nil, verbs.ErrBadAtomic
 		}
 	case verbs.WRFlush, verbs.WRAtomicWrite:
 		// RC only, no local memory, and only on a device that reports
 		// the capability: 6.1's rxe has no such opcodes and indexes its
 		// table unchecked.
 		if q.typ != RC {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 		if wr.InlineData != nil || len(wr.SGList) != 0 {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 		if wr.Opcode == verbs.WRAtomicWrite && wr.RemoteAddr%8 != 0 {
-			return 0, verbs.ErrBadAtomic
+			return nil, verbs.ErrBadAtomic
 		}
 		if wr.Opcode == verbs.WRFlush && wr.FlushLevel != verbs.FlushRange && wr.FlushLevel != verbs.FlushMR {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 		if err := q.pd.Context().CheckWR(wr.Opcode, wr.FlushPlacement); err != nil {
-			return 0, err
+			return nil, err
 		}
-		return 0, nil
+		return nil, nil
 	case verbs.WRLocalInv, verbs.WRBindMW:
 		// Local operations: rxe allows LOCAL_INV on RC and BIND_MW on
 		// RC and UC QPs; they carry no data.
 		if q.typ == UD || (q.typ == UC && wr.Opcode == verbs.WRLocalInv) {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
 		if wr.InlineData != nil || len(wr.SGList) != 0 {
-			return 0, verbs.ErrBadOpcode
+			return nil, verbs.ErrBadOpcode
 		}
-		return 0, nil
+		return nil, nil
 	default:
 		// Values past the provider's table must never reach the kernel,
 		// which indexes it unchecked.
-		return 0, verbs.ErrBadOpcode
+		return nil, verbs.ErrBadOpcode
 	}
 	if wr.InlineData != nil {
 		if len(wr.InlineData) > q.caps.MaxInlineData {
-			return 0, verbs.ErrInlineTooLarge
+			return nil, verbs.ErrInlineTooLarge
 		}
 		if wr.Opcode == verbs.WRRDMARead {
-			return 0, verbs.ErrBadOpcode // reads land in local memory
+			return nil, verbs.ErrBadOpcode // reads land in local memory
 		}
 	} else if len(wr.SGList) > q.sqSGE {
-		return 0, verbs.ErrTooManySGE
+		return nil, verbs.ErrTooManySGE
 	}
 	if q.typ == UD {
 		if wr.AH == nil || wr.AH.PD() != q.pd {
-			return 0, verbs.ErrBadAH
+			return nil, verbs.ErrBadAH
 		}
-		num, err := kobj.AHNum(wr.AH)
+		ah, err := kobj.AH(wr.AH)
 		if err != nil {
-			return 0, verbs.ErrBadAH
+			return nil, verbs.ErrBadAH
 		}
-		return num, nil
+		return ah, nil
 	}
-	return 0, nil
+	return nil, nil
 }
 
 // PostRecv posts receive work requests without a system call. It
@@ -260,7 +228,7 @@ func (q *QP) validateSend(wr *verbs.SendWR) (uint32, error) {
 // first work request not posted. A QP attached to an SRQ has no receive
 // queue: post to the SRQ.
 func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
-	if q.rq == nil && q.srq0 == nil {
+	if q.rq == nil {
 		return errRecvOnSRQ
 	}
 	switch q.postState.Load() {
@@ -269,10 +237,9 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	case postClosed:
 		return recvErrors.Closed()
 	}
-	if q.srq0 != nil {
-		return q.srq0.Post(wrs)
-	}
-	return q.rq.Post(wrs)
+	// One interface call into the provider, whose ring takes its lock;
+	// View keeps wrs off the heap (see package internal/provider).
+	return q.rq.Post(provider.View[provider.RecvWR](wrs))
 }
 
 var errRecvOnSRQ = &verbs.PostError{Op: "qp: post recv", Err: verbs.ErrBadOpcode}

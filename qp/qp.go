@@ -27,8 +27,7 @@ import (
 
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/provider/rxe"
-	"github.com/goverbs/goverbs/internal/provider/siw"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/srq"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
@@ -106,14 +105,16 @@ type Options struct {
 // each other, with polling and with Modify and Close; each serializes with
 // itself.
 //
-// Locking: each queue has one lock (rxe.Lock, a spin lock that is also the
-// queue's close guard), and a post takes only that one: the QP state is an
-// atomic word, and nothing on the data path touches a lock shared with
-// other QPs of the Context. PostSend rings the doorbell after releasing
-// the send queue's lock, so other posters on the QP do not wait for the
-// kernel's inline processing; a per-QP count of doorbells in flight lets
-// Close wait for them before the Context's descriptor (which the doorbell
-// writes to) can be closed and reused.
+// Locking: each queue has one lock (a provider.Lock, a spin lock that is
+// also the queue's close guard), and a post takes only that one: the QP
+// state is an atomic word, and nothing on the data path touches a lock
+// shared with other QPs of the Context. The send queue's lock is the QP's
+// (sqLock), a receive queue's is inside the provider's ring. PostSend
+// rings a kernel doorbell after releasing the send queue's lock, so other
+// posters on the QP do not wait for the kernel's inline processing; a
+// per-QP count of doorbells in flight lets Close wait for them before the
+// Context's descriptor (which the doorbell writes to) can be closed and
+// reused.
 type QP struct {
 	pd     *verbs.PD
 	typ    Type
@@ -125,22 +126,20 @@ type QP struct {
 	track  uint64
 	caps   Caps
 
-	sqLock rxe.Lock // the send queue's lock and close guard
-	// The provider's queues, chosen at creation from the device's
-	// driver id: rxe's sq and rq, or siw's ssq and srq0 (exactly one
-	// send queue is set). The posting paths branch on ssq/srq0 == nil:
-	// no interface call, and rxe's path is unchanged.
-	sq        *rxe.Queue     // under sqLock
-	ssq       *siw.SendQueue // under sqLock
-	srq0      *siw.RecvRing  // siw's receive queue; nil with an SRQ or on rxe
-	ssn       uint32         // under sqLock
-	sqSGE     int
-	windows   map[kobj.Window]struct{} // type 2 windows bound through this QP; under sqLock
-	doorbell  *uverbs.Doorbell
-	rawFD     int          // the Context's uverbs descriptor, for the doorbell
-	doorbells atomic.Int32 // doorbells rung and not yet returned
+	sqLock provider.Lock // the send queue's lock and close guard
+	// prov is the provider's QP (package internal/provider), made by the
+	// context's provider at creation; sq and rq are its queues.
+	prov          provider.QP
+	sq            provider.SendQueue // under sqLock
+	sendOnlyInRTS bool               // the provider never completes sends posted outside RTS
+	sqSGE         int
+	windowOps     bool                     // the post under way has a BIND_MW or LOCAL_INV; under sqLock
+	windows       map[kobj.Window]struct{} // type 2 windows bound through this QP; under sqLock
+	doorbell      *uverbs.Doorbell
+	rawFD         int          // the Context's uverbs descriptor, for the doorbell
+	doorbells     atomic.Int32 // doorbells rung and not yet returned
 
-	rq *rxe.RecvRing // nil with an SRQ
+	rq provider.RecvQueue // nil with an SRQ, or without a receive queue
 
 	// postState mirrors state for the posting paths: an atomic load (a
 	// plain MOV on amd64) instead of a lock. After Close it is
@@ -156,20 +155,21 @@ type QP struct {
 // path refuses, and PostRecv can tell a closed QP from one in RESET.
 const postClosed = 0xff
 
-// Post errors, shared by every QP (see rxe.Errors).
+// Post errors, shared by every QP (see provider.Errors).
 var (
-	sendErrors = rxe.NewErrors("qp: post send")
-	recvErrors = rxe.NewErrors("qp: post recv")
+	sendErrors = kobj.PostErrors("qp: post send")
+	recvErrors = kobj.PostErrors("qp: post recv")
 )
 
 // setState records the state Modify moved the QP to; the caller holds
-// q.mu. Back in RESET the kernel emptied the send queue, and the send
-// sequence numbers start over.
+// q.mu. Back in RESET the kernel emptied the send queue, and the
+// provider's per-queue sequence state (rxe's send sequence numbers)
+// starts over.
 func (q *QP) setState(s State) {
 	q.state = s
 	q.postState.Store(uint32(s))
 	if s == Reset && q.sqLock.Lock() {
-		q.ssn = 0
+		q.sq.Reset()
 		q.sqLock.Unlock()
 	}
 }
@@ -228,11 +228,15 @@ func (q *QP) create(opts Options) error {
 		Send_sge: uint32(min(c.MaxSendSGE, 1<<31-1)), Recv_sge: uint32(min(c.MaxRecvSGE, 1<<31-1)),
 		Inline_data: uint32(min(c.MaxInlineData, 1<<31-1)),
 	}
+	prov, err := kobj.ContextOf(ctx).Provider.NewQP(provider.QPAttr{
+		Type: uint8(opts.Type), Cap: capIn, SigAll: opts.SigAll, SRQ: opts.SRQ != nil,
+		SendErrors: sendErrors, RecvErrors: recvErrors,
+	})
+	if err != nil {
+		return fmt.Errorf("qp: create %s QP with %+v: %w", opts.Type, c, err)
+	}
 	var capOut uverbs.QpCap
 	var qpn uint32
-	var drv uverbs.RxeCreateQpResp
-	var sdrv uverbs.SiwUrespCreateQp
-	isSIW := verbs.Driver(kobj.ContextOf(ctx).Driver) == verbs.DriverSIW
 	var r uverbs.Ioctl
 	r.Init("QP.CREATE", uverbs.UVERBS_OBJECT_QP, uverbs.UVERBS_METHOD_QP_CREATE, kobj.ContextOf(ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_QP_HANDLE)
@@ -251,12 +255,9 @@ func (q *QP) create(opts Options) error {
 	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_QP_EVENT_FD, ctx.AsyncFD()))
 	r.Out(uverbs.UVERBS_ATTR_CREATE_QP_RESP_CAP, unsafe.Pointer(&capOut), unsafe.Sizeof(capOut))
 	r.Out(uverbs.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, unsafe.Pointer(&qpn), 4)
-	if isSIW {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sdrv), unsafe.Sizeof(sdrv))
-	} else {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
-	}
+	prov.Udata().Add(&r)
 	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
+		prov.Release()
 		if errors.Is(err, uverbs.ErrClosed) {
 			return fmt.Errorf("qp: create: %w", verbs.ErrClosed)
 		}
@@ -268,98 +269,16 @@ func (q *QP) create(opts Options) error {
 	// The descriptor stays open until Context.Close, which closes this QP
 	// (and so waits for its doorbells) before it closes the descriptor.
 	q.rawFD = kobj.ContextOf(ctx).FD.Int()
-	mapQueues := func() error { return q.mapQueues(drv, capOut) }
-	if isSIW {
-		mapQueues = func() error { return q.mapSIWQueues(sdrv, capOut, opts) }
-	}
-	if err := mapQueues(); err != nil {
+	info, err := prov.Start(qpn, capOut)
+	if err != nil {
 		q.destroy()
-		return err
+		prov.Release()
+		return fmt.Errorf("qp: %w", err)
 	}
-	return nil
-}
-
-func (q *QP) mapQueues(drv uverbs.RxeCreateQpResp, c uverbs.QpCap) error {
-	ctx := q.pd.Context()
-	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Sq_mi.Offset, int(drv.Sq_mi.Size))
-	if err != nil {
-		return fmt.Errorf("qp: map send queue: %w", err)
-	}
-	sq, err := rxe.NewQueue(mem, rxe.SendWQEHeader)
-	if err != nil {
-		uverbs.Munmap(mem)
-		return fmt.Errorf("qp: send queue: %w", err)
-	}
-	q.sq = sq
-	payload := sq.ElemSize() - rxe.SendWQEHeader
-	q.sqSGE = min(int(c.Send_sge), int(payload/unsafe.Sizeof(verbs.SGE{})))
-	// The usable depth is one less than the ring's slots.
-	q.caps = Caps{
-		MaxSendWR: int(sq.Slots() - 1), MaxSendSGE: q.sqSGE,
-		MaxInlineData: min(int(c.Inline_data), int(payload)),
-	}
-	if q.srq != nil {
-		return nil
-	}
-	mem, err = uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Rq_mi.Offset, int(drv.Rq_mi.Size))
-	if err != nil {
-		uverbs.Munmap(sq.Mem())
-		return fmt.Errorf("qp: map receive queue: %w", err)
-	}
-	rq, err := rxe.NewQueue(mem, rxe.RecvWQEHeader)
-	if err != nil {
-		uverbs.Munmap(mem)
-		uverbs.Munmap(sq.Mem())
-		return fmt.Errorf("qp: receive queue: %w", err)
-	}
-	rsge := min(int(c.Recv_sge), int((rq.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
-	q.rq = rxe.NewRecvRing(rq, rsge, recvErrors)
-	q.caps.MaxRecvWR = int(rq.Slots() - 1)
-	q.caps.MaxRecvSGE = rsge
-	return nil
-}
-
-// mapSIWQueues maps siw's send queue and (without an SRQ) receive queue
-// at the keys of the create response. Every slot of a siw queue is
-// usable (ownership is a flag per element, not indices).
-func (q *QP) mapSIWQueues(drv uverbs.SiwUrespCreateQp, c uverbs.QpCap, opts Options) error {
-	ctx := q.pd.Context()
-	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Sq_key, siw.QueueLen(drv.Num_sqe, siw.SQESize))
-	if err != nil {
-		return fmt.Errorf("qp: map send queue: %w", err)
-	}
-	sq, err := siw.NewSendQueue(mem, drv.Num_sqe, opts.SigAll)
-	if err != nil {
-		uverbs.Munmap(mem)
-		return fmt.Errorf("qp: send queue: %w", err)
-	}
-	q.ssq = sq
-	q.sqSGE = min(int(c.Send_sge), siw.MaxSGE)
-	q.caps = Caps{
-		MaxSendWR: int(sq.Slots()), MaxSendSGE: q.sqSGE,
-		MaxInlineData: min(int(c.Inline_data), siw.MaxInline),
-	}
-	if q.srq != nil {
-		return nil
-	}
-	if drv.Num_rqe == 0 {
-		return nil // no receive queue was asked for (MaxRecvWR 0)
-	}
-	mem, err = uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Rq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
-	if err != nil {
-		uverbs.Munmap(sq.Mem())
-		return fmt.Errorf("qp: map receive queue: %w", err)
-	}
-	rsge := min(int(c.Recv_sge), siw.MaxSGE)
-	rq, err := siw.NewRecvRing(mem, drv.Num_rqe, rsge, recvErrors)
-	if err != nil {
-		uverbs.Munmap(mem)
-		uverbs.Munmap(sq.Mem())
-		return fmt.Errorf("qp: receive queue: %w", err)
-	}
-	q.srq0 = rq
-	q.caps.MaxRecvWR = int(rq.Slots())
-	q.caps.MaxRecvSGE = rsge
+	q.prov, q.sq, q.rq = prov, info.Send, info.Recv
+	q.sendOnlyInRTS = info.SendOnlyInRTS
+	q.caps = Caps(info.Caps)
+	q.sqSGE = info.Caps.MaxSendSGE
 	return nil
 }
 
@@ -485,19 +404,7 @@ func (q *QP) Close() error {
 	}
 	q.closed = true
 	kobj.ContextOf(q.pd.Context()).Untrack(q.track)
-	var errs []error
-	if q.ssq != nil {
-		errs = append(errs, uverbs.Munmap(q.ssq.Mem()))
-		if q.srq0 != nil {
-			errs = append(errs, uverbs.Munmap(q.srq0.Mem()))
-		}
-	} else {
-		errs = append(errs, uverbs.Munmap(q.sq.Mem()))
-	}
-	if q.rq != nil {
-		errs = append(errs, uverbs.Munmap(q.rq.Queue().Mem()))
-	}
-	return errors.Join(errs...)
+	return q.prov.Release()
 }
 
 // shutPosting refuses every later post and waits for the posts and
@@ -511,9 +418,6 @@ func (q *QP) shutPosting() {
 	}
 	if q.rq != nil {
 		q.rq.Shut()
-	}
-	if q.srq0 != nil {
-		q.srq0.Shut()
 	}
 	for q.doorbells.Load() != 0 {
 		runtime.Gosched()

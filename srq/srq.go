@@ -14,13 +14,11 @@ package srq
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/kobj"
-	"github.com/goverbs/goverbs/internal/provider/rxe"
-	"github.com/goverbs/goverbs/internal/provider/siw"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -38,11 +36,10 @@ type SRQ struct {
 	handle uint32
 	num    uint32
 	track  uint64
-	// The provider's ring, chosen at creation from the device's driver
-	// id: ring (rxe) or sring (siw); PostRecv branches on sring == nil.
-	ring   *rxe.RecvRing
-	sring  *siw.RecvRing
-	maxSGE int
+	// prov is the provider's SRQ (package internal/provider), made by the
+	// context's provider at creation; ring is its receive queue.
+	prov provider.SRQ
+	ring provider.RecvQueue
 
 	mu     sync.Mutex
 	closed bool
@@ -56,7 +53,7 @@ const (
 )
 
 // postErrors are PostRecv's errors, shared by every SRQ.
-var postErrors = rxe.NewErrors("srq: post recv")
+var postErrors = kobj.PostErrors("srq: post recv")
 
 // ErrBadAttr is returned for attributes out of the device's range.
 var ErrBadAttr = errors.New("SRQ attributes out of range")
@@ -77,10 +74,13 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 		return nil, fmt.Errorf("srq: create: %w", err)
 	}
 	s.track = track
+	prov, err := kobj.ContextOf(ctx).Provider.NewSRQ(provider.SRQAttr{
+		MaxWR: uint32(min(attr.MaxWR, 1<<31-1)), MaxSGE: uint32(min(attr.MaxSGE, 1<<31-1)), Errors: postErrors})
+	if err != nil {
+		kobj.ContextOf(ctx).Untrack(track)
+		return nil, fmt.Errorf("srq: create %+v: %w", attr, err)
+	}
 	var maxWR, maxSGE, srqNum uint32
-	var drv uverbs.RxeCreateSrqResp
-	var sdrv uverbs.SiwUrespCreateSrq
-	isSIW := verbs.Driver(kobj.ContextOf(ctx).Driver) == verbs.DriverSIW
 	var r uverbs.Ioctl
 	r.Init("SRQ.CREATE", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_CREATE, kobj.ContextOf(ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_SRQ_HANDLE)
@@ -94,64 +94,22 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 	r.Out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, unsafe.Pointer(&maxWR), 4)
 	r.Out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, unsafe.Pointer(&maxSGE), 4)
 	r.Optional(r.Out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, unsafe.Pointer(&srqNum), 4))
-	if isSIW {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&sdrv), unsafe.Sizeof(sdrv))
-	} else {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
-	}
+	prov.Udata().Add(&r)
 	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
+		prov.Release()
 		kobj.ContextOf(ctx).Untrack(track)
 		return nil, fmt.Errorf("srq: create %+v: %w", attr, err)
 	}
 	s.handle = uint32(r.Data(h))
-	if isSIW {
-		s.num = srqNum
-		if err := s.mapSIW(ctx, sdrv, maxSGE); err != nil {
-			s.destroy()
-			kobj.ContextOf(ctx).Untrack(track)
-			return nil, err
-		}
-		return s, nil
-	}
-	s.num = drv.Num
-	q, err := mapQueue(ctx, drv.Mi)
+	info, err := prov.Start(maxSGE, srqNum)
 	if err != nil {
 		s.destroy()
+		prov.Release()
 		kobj.ContextOf(ctx).Untrack(track)
-		return nil, err
-	}
-	s.maxSGE = min(int(maxSGE), int((q.ElemSize()-rxe.RecvWQEHeader)/unsafe.Sizeof(verbs.SGE{})))
-	s.ring = rxe.NewRecvRing(q, s.maxSGE, postErrors)
-	return s, nil
-}
-
-// mapSIW maps siw's SRQ at the key of the create response.
-func (s *SRQ) mapSIW(ctx *verbs.Context, drv uverbs.SiwUrespCreateSrq, maxSGE uint32) error {
-	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, drv.Srq_key, siw.QueueLen(drv.Num_rqe, siw.RQESize))
-	if err != nil {
-		return fmt.Errorf("srq: map queue: %w", err)
-	}
-	s.maxSGE = min(int(maxSGE), siw.MaxSGE)
-	ring, err := siw.NewRecvRing(mem, drv.Num_rqe, s.maxSGE, postErrors)
-	if err != nil {
-		uverbs.Munmap(mem)
-		return fmt.Errorf("srq: %w", err)
-	}
-	s.sring = ring
-	return nil
-}
-
-func mapQueue(ctx *verbs.Context, mi uverbs.RxeMminfo) (*rxe.Queue, error) {
-	mem, err := uverbs.Mmap(kobj.ContextOf(ctx).FD, mi.Offset, int(mi.Size))
-	if err != nil {
-		return nil, fmt.Errorf("srq: map queue: %w", err)
-	}
-	q, err := rxe.NewQueue(mem, rxe.RecvWQEHeader)
-	if err != nil {
-		uverbs.Munmap(mem)
 		return nil, fmt.Errorf("srq: %w", err)
 	}
-	return q, nil
+	s.prov, s.ring, s.num = prov, info.Recv, info.Num
+	return s, nil
 }
 
 // Handle is the kernel handle of the SRQ.
@@ -182,19 +140,13 @@ func (s *SRQ) check() error {
 // error of a full queue (verbs.ErrQueueFull) or a closed SRQ: those error
 // values are shared and must not be modified.
 func (s *SRQ) PostRecv(wrs []verbs.RecvWR) error {
-	if s.sring != nil {
-		return s.sring.Post(wrs)
-	}
-	return s.ring.Post(wrs)
+	// One interface call into the provider, whose ring takes its lock;
+	// View keeps wrs off the heap (see package internal/provider).
+	return s.ring.Post(provider.View[provider.RecvWR](wrs))
 }
 
 // Posted returns how many posted buffers have not been consumed yet.
-func (s *SRQ) Posted() int {
-	if s.sring != nil {
-		return s.sring.Posted()
-	}
-	return s.ring.Posted()
-}
+func (s *SRQ) Posted() int { return s.ring.Posted() }
 
 // Modify arms the limit (attr.Limit, when limit is set) and/or resizes the
 // SRQ (attr.MaxWR, when resize is set). Posted buffers survive a resize.
@@ -214,43 +166,25 @@ func (s *SRQ) Modify(attr Attr, limit, resize bool) error {
 	if mask == 0 || attr.MaxWR < 0 || attr.Limit < 0 || (resize && attr.MaxWR == 0) {
 		return fmt.Errorf("srq: modify %+v: %w", attr, ErrBadAttr)
 	}
-	ctx := s.pd.Context()
-	req := uverbs.ModifySrq{Srq_handle: s.handle, Attr_mask: mask, Max_wr: uint32(attr.MaxWR), Srq_limit: uint32(attr.Limit)}
-	// On resize the kernel writes the new queue's mminfo at this address.
-	mi := new(uverbs.RxeMminfo)
-	drv := uverbs.RxeModifySrqCmd{Info_addr: uverbs.Addr(unsafe.Pointer(mi))}
-	var r uverbs.Ioctl
-	r.InitInvokeWrite("MODIFY_SRQ", uverbs.IB_USER_VERBS_CMD_MODIFY_SRQ, kobj.ContextOf(ctx).Driver)
-	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
-	r.In(uverbs.UVERBS_ATTR_UHW_IN, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
-	if s.sring != nil && resize {
+	if resize && !s.prov.CanResize() {
 		// siw cannot resize an SRQ (its modify_srq refuses IB_SRQ_MAX_WR).
 		return fmt.Errorf("srq: modify %+v: %w", attr, verbs.ErrNotCapable)
 	}
-	if !resize {
-		err := kobj.ContextOf(ctx).Do(&r)
-		runtime.KeepAlive(mi)
-		if err != nil {
-			return fmt.Errorf("srq: modify %+v: %w", attr, err)
-		}
-		return nil
-	}
-	// A resize holds the ring's lock from MODIFY_SRQ to the remap, as
-	// rdma-core does: the kernel copies the WQEs posted to the old queue
-	// into the new one, and a receive posted to the old queue after that
-	// copy would be lost.
-	old, err := s.ring.Resize(func() (*rxe.Queue, error) {
-		err := kobj.ContextOf(ctx).Do(&r)
-		runtime.KeepAlive(mi)
-		if err != nil {
-			return nil, fmt.Errorf("srq: modify %+v: %w", attr, err)
-		}
-		return mapQueue(ctx, *mi)
+	ctx := s.pd.Context()
+	// The provider adds its driver data and, on a resize, holds its
+	// ring's lock from MODIFY_SRQ until it switched to the new queue.
+	err := s.prov.Modify(resize, func(u provider.Udata) error {
+		req := uverbs.ModifySrq{Srq_handle: s.handle, Attr_mask: mask, Max_wr: uint32(attr.MaxWR), Srq_limit: uint32(attr.Limit)}
+		var r uverbs.Ioctl
+		r.InitInvokeWrite("MODIFY_SRQ", uverbs.IB_USER_VERBS_CMD_MODIFY_SRQ, kobj.ContextOf(ctx).Driver)
+		r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
+		u.Add(&r)
+		return kobj.ContextOf(ctx).Do(&r)
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("srq: modify %+v: %w", attr, err)
 	}
-	return uverbs.Munmap(old.Mem())
+	return nil
 }
 
 // Query returns the SRQ's attributes as the kernel reports them.
@@ -293,10 +227,6 @@ func (s *SRQ) Close() error {
 	}
 	s.closed = true
 	kobj.ContextOf(s.pd.Context()).Untrack(s.track)
-	if s.sring != nil {
-		s.sring.Shut()
-		return uverbs.Munmap(s.sring.Mem())
-	}
 	s.ring.Shut()
-	return uverbs.Munmap(s.ring.Queue().Mem())
+	return s.prov.Release()
 }

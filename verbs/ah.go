@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kobj"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -53,7 +54,7 @@ func (a *AHAttr) abi() uverbs.AhAttr {
 type AH struct {
 	pd     *PD
 	handle uint32
-	num    uint32
+	prov   provider.AH // the provider's part, for UD work requests
 	track  uint64
 
 	mu     sync.Mutex
@@ -72,16 +73,16 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	c := pd.ctx
 	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.abi()}
 	var resp uverbs.CreateAhResp
-	var drv uverbs.RxeCreateAhResp
+	prov := c.k.Provider.NewAH(&req.Attr)
 	var r uverbs.Ioctl
 	r.InitInvokeWrite("CREATE_AH", uverbs.IB_USER_VERBS_CMD_CREATE_AH, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drv), unsafe.Sizeof(drv))
+	prov.Udata().Add(&r)
 	if err := c.do(&r); err != nil {
 		return nil, err
 	}
-	ah := &AH{pd: pd, handle: resp.Handle, num: drv.Num}
+	ah := &AH{pd: pd, handle: resp.Handle, prov: prov}
 	t, err := c.track(kobj.KindAH, ah)
 	if err != nil {
 		ah.destroy()
@@ -97,15 +98,15 @@ func (ah *AH) Handle() uint32 { return ah.handle }
 // PD returns the protection domain of the AH.
 func (ah *AH) PD() *PD { return ah.pd }
 
-// providerNum returns the provider's number for the AH (rxe's ah_num),
-// which UD work requests carry, or ErrClosed after Close.
-func (ah *AH) providerNum() (uint32, error) {
+// providerAH returns the provider's part of the AH (rxe: its ah_num), which
+// UD work requests carry, or ErrClosed after Close.
+func (ah *AH) providerAH() (provider.AH, error) {
 	ah.mu.Lock()
 	defer ah.mu.Unlock()
 	if ah.closed {
-		return 0, ErrClosed
+		return nil, ErrClosed
 	}
-	return ah.num, nil
+	return ah.prov, nil
 }
 
 // check returns ErrClosed after Close.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/pollfd"
+	"github.com/goverbs/goverbs/internal/provider/registry"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -52,7 +53,8 @@ func OpenDevice(dev Device) (*Context, error) {
 	if dev.Path == "" {
 		return nil, fmt.Errorf("verbs: device %s has no uverbs character device (is ib_uverbs loaded?): %w", dev.Name, ErrNotUverbs)
 	}
-	if !dev.Driver.Supported() {
+	prov, ok := registry.Lookup(uint32(dev.Driver))
+	if !ok {
 		return nil, &ProviderError{Device: dev.Name, Driver: dev.Driver}
 	}
 	var st unix.Stat_t
@@ -71,7 +73,9 @@ func OpenDevice(dev Device) (*Context, error) {
 		fd.Close()
 		return nil, err
 	}
-	c := &Context{dev: dev, k: kobj.Context{FD: fd, Driver: uint32(dev.Driver)}}
+	// The provider's context is the ops table of every object created on
+	// this one (package internal/provider).
+	c := &Context{dev: dev, k: kobj.Context{FD: fd, Driver: uint32(dev.Driver), Provider: prov.Open(fd)}}
 
 	var numVectors uint32
 	var r uverbs.Ioctl
@@ -80,10 +84,7 @@ func OpenDevice(dev Device) (*Context, error) {
 	// CORE_SUPPORT appeared after NUM_COMP_VECTORS; older kernels may not
 	// write it.
 	r.Optional(r.Out(uverbs.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, unsafe.Pointer(&c.coreSupport), 8))
-	var drvResp [64]byte // the provider's response, if it has one (siw: its device id)
-	if n := providers[dev.Driver].contextResp; n > 0 {
-		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&drvResp[0]), n)
-	}
+	c.k.Provider.GetContext().Add(&r)
 	if err := r.Do(fd); err != nil {
 		fd.Close()
 		if errors.Is(err, unix.ENOTTY) {
@@ -92,15 +93,21 @@ func OpenDevice(dev Device) (*Context, error) {
 		return nil, fmt.Errorf("verbs: device %s: %w", dev.Name, err)
 	}
 	c.numCompVectors = int(numVectors)
+	if err := c.k.Provider.Start(); err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("verbs: device %s: %s provider: %w", dev.Name, dev.Driver, err)
+	}
 
 	r.Init("ASYNC_EVENT.ALLOC", uverbs.UVERBS_OBJECT_ASYNC_EVENT, uverbs.UVERBS_METHOD_ASYNC_EVENT_ALLOC, uint32(dev.Driver))
 	afd := r.NewFD(uverbs.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	if err := r.Do(fd); err != nil {
+		c.k.Provider.Close()
 		fd.Close()
 		return nil, fmt.Errorf("verbs: device %s: %w", dev.Name, err)
 	}
 	c.async, err = pollfd.New(int(int32(r.Data(afd))), "uverbs-async")
 	if err != nil {
+		c.k.Provider.Close()
 		fd.Close()
 		return nil, fmt.Errorf("verbs: device %s: async event fd: %w", dev.Name, err)
 	}
@@ -182,6 +189,8 @@ func (c *Context) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, c.async.Close(), c.k.FD.Close())
+	// The provider unmaps what its context mapped (a doorbell page) once
+	// no object needs it, before the descriptor closes.
+	errs = append(errs, c.k.Provider.Close(), c.async.Close(), c.k.FD.Close())
 	return errors.Join(errs...)
 }

@@ -253,7 +253,7 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 	// node_guid and sys_image_guid are __be64: raw wire bytes in memory.
 	binary.NativeEndian.PutUint64(a.NodeGUID[:], b.Node_guid)
 	binary.NativeEndian.PutUint64(a.SysImageGUID[:], b.Sys_image_guid)
-	a.FWVersion = providers[c.dev.Driver].fwVersion(b.Fw_ver)
+	a.FWVersion = c.k.Provider.FWVersion(b.Fw_ver)
 	return a, nil
 }
 

@@ -1,8 +1,9 @@
 // Package kobj is the plumbing between package verbs and the packages that
 // create kernel objects on a verbs.Context (cq, qp, srq, mr) or use its
-// objects (rpma): the uverbs descriptor, the table of live objects that
-// Context.Close tears down, the completion channel's descriptor and its
-// unclaimed events, and the checks a child object makes on its parent.
+// objects (rpma): the uverbs descriptor, the context's provider (package
+// internal/provider), the table of live objects that Context.Close tears
+// down, the completion channel's descriptor and its unclaimed events, and
+// the checks a child object makes on its parent.
 //
 // It is internal so that the public API hands out no way around an
 // object's lifecycle: applications get descriptor numbers (for epoll) and
@@ -27,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/pollfd"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -39,10 +41,14 @@ var (
 	// CheckPD returns uverbs.ErrClosed once the *verbs.PD pd is closed;
 	// packages call it before creating objects in the PD.
 	CheckPD func(pd any) error
-	// AHNum returns the provider's number of the *verbs.AH ah (rxe's
-	// ah_num, which UD work requests carry), or uverbs.ErrClosed once the
-	// AH is closed.
-	AHNum func(ah any) (uint32, error)
+	// AH returns the provider's part of the *verbs.AH ah (what UD work
+	// requests carry: rxe's ah_num), or uverbs.ErrClosed once the AH is
+	// closed.
+	AH func(ah any) (provider.AH, error)
+	// PostErrors returns the error table of the post operation op ("qp:
+	// post send"), whose errors are *verbs.PostError values wrapping
+	// verbs' sentinels.
+	PostErrors func(op string) *provider.Errors
 )
 
 // Kind orders the teardown of a Context's objects: lower kinds are
@@ -83,6 +89,9 @@ type Context struct {
 	FD *uverbs.FD
 	// Driver is the device's driver id, which every ioctl header carries.
 	Driver uint32
+	// Provider is the context's provider (its ops table), chosen from
+	// Driver when the context was opened.
+	Provider provider.Context
 
 	mu      sync.Mutex
 	closed  bool

@@ -1,5 +1,6 @@
-// Package rxe is the provider for the rxe (Soft-RoCE) driver: the layout of
-// its shared queues and work queue elements, and nothing else. The kernel
+// Package rxe is the provider for the rxe (Soft-RoCE) driver: it
+// implements package internal/provider's interfaces (provider.go) with the
+// layout of rxe's shared queues and work queue elements. The kernel
 // allocates every queue; user space maps it (mmap of the uverbs fd at the
 // offset the create response gives) and moves indices:
 //
@@ -11,6 +12,11 @@
 //
 // Indices are stored masked, and one slot always stays empty: the queue is
 // empty when producer == consumer and full when producer+1 == consumer.
+//
+// Sends need a system call: the kernel's POST_SEND with no work requests
+// (SendQueue.Post asks the generic code for it), in which rxe sends (Linux
+// 6.1) or schedules its sender (6.12). Receives need none. CQs are armed
+// with the kernel's REQ_NOTIFY_CQ command (CQ.Arm asks for it).
 package rxe
 
 import (
@@ -18,6 +24,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -93,7 +100,7 @@ func (q *Queue) Elem(i uint32) unsafe.Pointer {
 //     its index with release order after it finished reading a WQE (or
 //     writing a CQE), and the slot must not be reused (or the CQE read)
 //     before that;
-//   - its own index it publishes with storeRelease: the WQE writes (or CQE
+//   - its own index it publishes with provider.StoreRelease: the WQE writes (or CQE
 //     reads) before it must be complete when the kernel sees the new
 //     index. That is a plain MOV on amd64 and STLRW on arm64, what
 //     rdma-core's atomic_store_explicit(memory_order_release) compiles to.
@@ -112,7 +119,7 @@ func (q *Queue) Free() uint32 {
 
 // Publish makes the elements up to index p (exclusive, masked) visible to
 // the kernel: a release store of the producer index.
-func (q *Queue) Publish(p uint32) { storeRelease(q.prod, p&q.mask) }
+func (q *Queue) Publish(p uint32) { provider.StoreRelease(q.prod, p&q.mask) }
 
 // Next returns index i+1, masked.
 func (q *Queue) Next(i uint32) uint32 { return (i + 1) & q.mask }
@@ -135,4 +142,4 @@ func (q *Queue) Available() uint32 {
 // Consume releases the elements before index c (masked) back to the
 // kernel: a release store, so the copies out of them are complete before
 // the kernel may overwrite them.
-func (q *Queue) Consume(c uint32) { storeRelease(q.cons, c&q.mask) }
+func (q *Queue) Consume(c uint32) { provider.StoreRelease(q.cons, c&q.mask) }

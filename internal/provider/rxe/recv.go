@@ -3,7 +3,8 @@ package rxe
 import (
 	"sync/atomic"
 
-	"github.com/goverbs/goverbs/verbs"
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 // RecvRing posts receive work requests to an RQ or SRQ ring. Posting needs
@@ -12,22 +13,22 @@ import (
 // release store to unlock) and publishes the whole list with one release
 // store of the producer index.
 type RecvRing struct {
-	lock   Lock
+	lock   provider.Lock
 	q      *Queue // replaced by Resize under lock
 	maxSGE int
-	errs   *Errors
+	errs   *provider.Errors
 }
 
 // NewRecvRing wraps a mapped receive queue whose elements hold maxSGE SGEs.
 // errs names the post operation in its errors.
-func NewRecvRing(q *Queue, maxSGE int, errs *Errors) *RecvRing {
+func NewRecvRing(q *Queue, maxSGE int, errs *provider.Errors) *RecvRing {
 	return &RecvRing{q: q, maxSGE: maxSGE, errs: errs}
 }
 
 // Post writes wrs in order and publishes them with one release store. On
 // error the work requests before the failing one are posted. The errors
 // of a full queue and of a closed ring are not allocated.
-func (r *RecvRing) Post(wrs []verbs.RecvWR) error {
+func (r *RecvRing) Post(wrs []provider.RecvWR) error {
 	if !r.lock.Lock() {
 		return r.errs.Closed()
 	}
@@ -38,7 +39,7 @@ func (r *RecvRing) Post(wrs []verbs.RecvWR) error {
 	n := 0
 	for i := range wrs {
 		if len(wrs[i].SGList) > r.maxSGE {
-			err = r.errs.At(i, verbs.ErrTooManySGE)
+			err = r.errs.At(i, provider.ReasonTooManySGE)
 			break
 		}
 		if uint32(i) >= free {
@@ -69,7 +70,7 @@ func (r *RecvRing) Post(wrs []verbs.RecvWR) error {
 // returns the old queue when it was replaced, for unmapping.
 func (r *RecvRing) Resize(swap func() (*Queue, error)) (*Queue, error) {
 	if !r.lock.Lock() {
-		return nil, verbs.ErrClosed
+		return nil, uverbs.ErrClosed
 	}
 	defer r.lock.Unlock()
 	q, err := swap()

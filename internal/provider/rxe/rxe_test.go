@@ -9,16 +9,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/provider/providertest"
 	"github.com/goverbs/goverbs/uverbs"
-	"github.com/goverbs/goverbs/verbs"
 )
 
-// verbs.WorkCompletion must mirror struct ib_uverbs_wc, which PollCQ copies
-// into it whole.
+// provider.WC (provider.WC's layout, pinned in package provider)
+// must mirror struct ib_uverbs_wc, which PollCQ copies into it whole.
 func TestWorkCompletionLayout(t *testing.T) {
-	wc, abi := reflect.TypeOf(verbs.WorkCompletion{}), reflect.TypeOf(uverbs.Wc{})
+	wc, abi := reflect.TypeOf(provider.WC{}), reflect.TypeOf(uverbs.Wc{})
 	if wc.Size() != abi.Size() {
-		t.Fatalf("WorkCompletion is %d bytes, ib_uverbs_wc %d", wc.Size(), abi.Size())
+		t.Fatalf("provider.WC is %d bytes, ib_uverbs_wc %d", wc.Size(), abi.Size())
 	}
 	pairs := map[string]string{"WRID": "Wr_id", "Status": "Status", "Opcode": "Opcode", "VendorErr": "Vendor_err",
 		"ByteLen": "Byte_len", "ImmData": "Ex", "QPNum": "Qp_num", "SrcQP": "Src_qp", "Flags": "Wc_flags",
@@ -27,12 +28,12 @@ func TestWorkCompletionLayout(t *testing.T) {
 		a, _ := wc.FieldByName(ours)
 		b, _ := abi.FieldByName(theirs)
 		if a.Offset != b.Offset || a.Type.Size() != b.Type.Size() {
-			t.Errorf("WorkCompletion.%s at %d (%d bytes), ib_uverbs_wc.%s at %d (%d bytes)",
+			t.Errorf("provider.WC.%s at %d (%d bytes), ib_uverbs_wc.%s at %d (%d bytes)",
 				ours, a.Offset, a.Type.Size(), theirs, b.Offset, b.Type.Size())
 		}
 	}
-	if unsafe.Sizeof(verbs.SGE{}) != unsafe.Sizeof(uverbs.RxeSge{}) {
-		t.Fatal("verbs.SGE does not match struct rxe_sge")
+	if unsafe.Sizeof(provider.SGE{}) != unsafe.Sizeof(uverbs.RxeSge{}) {
+		t.Fatal("provider.SGE does not match struct rxe_sge")
 	}
 }
 
@@ -53,10 +54,10 @@ func TestPollCQRing(t *testing.T) {
 	// The kernel produced 3 CQEs starting at slot 6 (wrapping).
 	binary.NativeEndian.PutUint32(mem[offConsumer:], 6)
 	for i, slot := range []uint32{6, 7, 0} {
-		(*verbs.WorkCompletion)(q.Elem(slot)).WRID = uint64(100 + i)
+		(*provider.WC)(q.Elem(slot)).WRID = uint64(100 + i)
 	}
 	binary.NativeEndian.PutUint32(mem[offProducer:], 1)
-	wc := make([]verbs.WorkCompletion, 2)
+	wc := make([]provider.WC, 2)
 	if n := PollCQ(q, wc); n != 2 || wc[0].WRID != 100 || wc[1].WRID != 101 {
 		t.Fatalf("first poll: %d %+v", n, wc)
 	}
@@ -77,10 +78,10 @@ func TestRecvRingFullAndWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRecvRing(q, 1, NewErrors("t"))
-	sge := []verbs.SGE{{Addr: 0x1000, Length: 64, LKey: 7}}
-	err = r.Post([]verbs.RecvWR{{WRID: 1, SGList: sge}, {WRID: 2, SGList: sge}, {WRID: 3, SGList: sge}, {WRID: 4, SGList: sge}})
-	if pe, ok := verbs.IsPostError(err); !ok || pe.Index != 3 || pe.Err != verbs.ErrQueueFull {
+	r := NewRecvRing(q, 1, providertest.Errors())
+	sge := []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 7}}
+	err = r.Post([]provider.RecvWR{{WRID: 1, SGList: sge}, {WRID: 2, SGList: sge}, {WRID: 3, SGList: sge}, {WRID: 4, SGList: sge}})
+	if !providertest.Is(err, 3, provider.ReasonFull) {
 		t.Fatalf("4 receives into 3 usable slots: %v", err)
 	}
 	if q.ProducerIndex() != 3 || r.Posted() != 3 {
@@ -92,7 +93,7 @@ func TestRecvRingFullAndWrap(t *testing.T) {
 	}
 	// The kernel consumes two; two more fit and the index wraps.
 	binary.NativeEndian.PutUint32(mem[offConsumer:], 2)
-	if err := r.Post([]verbs.RecvWR{{WRID: 5, SGList: sge}, {WRID: 6, SGList: sge}}); err != nil {
+	if err := r.Post([]provider.RecvWR{{WRID: 5, SGList: sge}, {WRID: 6, SGList: sge}}); err != nil {
 		t.Fatal(err)
 	}
 	if q.ProducerIndex() != 1 {
@@ -137,7 +138,7 @@ func FuzzPollCQ(f *testing.F) {
 			}
 			binary.NativeEndian.PutUint32(mem[offConsumer:], cons)
 			binary.NativeEndian.PutUint32(mem[offProducer:], prod)
-			wc := make([]verbs.WorkCompletion, room)
+			wc := make([]provider.WC, room)
 			n, fault := pollCatchingFaults(q, wc)
 			if fault != nil {
 				t.Fatalf("log2 %d mask %#x consumer %#x producer %#x room %d: polling touched memory outside the ring: %v",
@@ -151,7 +152,7 @@ func FuzzPollCQ(f *testing.F) {
 }
 
 // pollCatchingFaults polls, turning a memory fault into an error.
-func pollCatchingFaults(q *Queue, wc []verbs.WorkCompletion) (n int, fault any) {
+func pollCatchingFaults(q *Queue, wc []provider.WC) (n int, fault any) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() { fault = recover() }()
 	return PollCQ(q, wc), nil
@@ -207,7 +208,7 @@ func TestGuardedFaults(t *testing.T) {
 // TestWriteRecv1MatchesWriteRecv: the single-SGE fast path writes the same
 // bytes as the general one, over an element full of stale bytes.
 func TestWriteRecv1MatchesWriteRecv(t *testing.T) {
-	wr := verbs.RecvWR{WRID: 0x1122334455667788, SGList: []verbs.SGE{{Addr: 0xdead0000beef, Length: 4096, LKey: 0x4242}}}
+	wr := provider.RecvWR{WRID: 0x1122334455667788, SGList: []provider.SGE{{Addr: 0xdead0000beef, Length: 4096, LKey: 0x4242}}}
 	var a, b [128]byte
 	for i := range a {
 		a[i], b[i] = 0xa5, 0xa5
@@ -218,7 +219,7 @@ func TestWriteRecv1MatchesWriteRecv(t *testing.T) {
 		t.Fatalf("writeRecv1 wrote\n%x\nWriteRecv\n%x", b, a)
 	}
 	w := (*uverbs.RxeRecvWqe)(unsafe.Pointer(&b))
-	sge := *(*verbs.SGE)(unsafe.Add(unsafe.Pointer(&b), RecvWQEHeader))
+	sge := *(*provider.SGE)(unsafe.Add(unsafe.Pointer(&b), RecvWQEHeader))
 	if w.Id != wr.WRID || w.Dma.Length != 4096 || w.Dma.Resid != 4096 || w.Dma.Num_sge != 1 || w.Dma.Cur_sge != 0 || w.Dma.Sge_offset != 0 || sge != wr.SGList[0] {
 		t.Fatalf("WQE %+v, SGE %+v", w, sge)
 	}

@@ -4,15 +4,15 @@ import (
 	"encoding/binary"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
-	"github.com/goverbs/goverbs/verbs"
 )
 
 // Sizes of the fixed parts of the work queue elements.
 const (
 	SendWQEHeader = unsafe.Sizeof(uverbs.RxeSendWqe{}) // 208; SGEs or inline data follow
 	RecvWQEHeader = unsafe.Sizeof(uverbs.RxeRecvWqe{}) // 40; SGEs follow
-	sgeSize       = unsafe.Sizeof(verbs.SGE{})
+	sgeSize       = unsafe.Sizeof(provider.SGE{})
 )
 
 // Byte offsets inside struct rxe_send_wr's union wr (at offset 24 of the
@@ -60,7 +60,7 @@ func roundPow2(n uintptr) uintptr {
 // WriteRecv fills a receive WQE at elem. The caller has checked the SGE
 // count against the element size. Like rdma-core it writes the fields the
 // kernel reads (id, the DMA state, the SGEs) and clears nothing else.
-func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
+func WriteRecv(elem unsafe.Pointer, wr *provider.RecvWR) {
 	w := (*uverbs.RxeRecvWqe)(elem)
 	var length uint32
 	for i := range wr.SGList {
@@ -73,7 +73,7 @@ func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
 	w.Dma.Num_sge = uint32(len(wr.SGList))
 	w.Dma.Sge_offset = 0
 	if len(wr.SGList) > 0 {
-		copy(unsafe.Slice((*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)), len(wr.SGList)), wr.SGList)
+		copy(unsafe.Slice((*provider.SGE)(unsafe.Add(elem, RecvWQEHeader)), len(wr.SGList)), wr.SGList)
 	}
 }
 
@@ -82,7 +82,7 @@ func WriteRecv(elem unsafe.Pointer, wr *verbs.RecvWR) {
 // (which under TCG costs more than the stores). It is separate from
 // WriteRecv so that both stay small enough to be inlined into
 // RecvRing.Post.
-func writeRecv1(elem unsafe.Pointer, wr *verbs.RecvWR) {
+func writeRecv1(elem unsafe.Pointer, wr *provider.RecvWR) {
 	w := (*uverbs.RxeRecvWqe)(elem)
 	s := &wr.SGList[0]
 	w.Id = wr.WRID
@@ -91,20 +91,20 @@ func writeRecv1(elem unsafe.Pointer, wr *verbs.RecvWR) {
 	w.Dma.Cur_sge = 0
 	w.Dma.Num_sge = 1
 	w.Dma.Sge_offset = 0
-	*(*verbs.SGE)(unsafe.Add(elem, RecvWQEHeader)) = *s
+	*(*provider.SGE)(unsafe.Add(elem, RecvWQEHeader)) = *s
 }
 
 // putSGEs copies sges to dst, the SGE array of a send WQE. One SGE, the
 // common case, is a plain 16-byte store: copy would call runtime.memmove,
 // a call and a size dispatch that cost more than the store (under TCG,
 // much more).
-func putSGEs(dst unsafe.Pointer, sges []verbs.SGE) {
+func putSGEs(dst unsafe.Pointer, sges []provider.SGE) {
 	switch len(sges) {
 	case 0:
 	case 1:
-		*(*verbs.SGE)(dst) = sges[0]
+		*(*provider.SGE)(dst) = sges[0]
 	default:
-		copy(unsafe.Slice((*verbs.SGE)(dst), len(sges)), sges)
+		copy(unsafe.Slice((*provider.SGE)(dst), len(sges)), sges)
 	}
 }
 
@@ -112,7 +112,7 @@ func putSGEs(dst unsafe.Pointer, sges []verbs.SGE) {
 // number. ahNum is the provider number of wr.AH for UD QPs (0 otherwise).
 // The caller has validated wr against the QP (opcode, SGE count, inline
 // size, atomic alignment).
-func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn uint32) {
+func WriteSend(elem unsafe.Pointer, wr *provider.SendWR, ud bool, ahNum uint32, ssn uint32) {
 	w := (*uverbs.RxeSendWqe)(elem)
 	// Clear what rdma-core clears (struct rxe_send_wr, 144 of the 208
 	// header bytes) and set the rest of what the kernel reads below
@@ -126,50 +126,50 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 	w.Wr.Opcode = uint32(wr.Opcode)
 	flags := wr.Flags
 	if wr.InlineData != nil {
-		flags |= verbs.SendInline
+		flags |= provider.SendInline
 	} else {
-		flags &^= verbs.SendInline
+		flags &^= provider.SendInline
 	}
 	w.Wr.Send_flags = uint32(flags)
 	switch wr.Opcode {
-	case verbs.WRSendWithImm, verbs.WRRDMAWriteWithImm:
+	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
 		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm)
-	case verbs.WRSendWithInv, verbs.WRLocalInv:
+	case provider.WRSendWithInv, provider.WRLocalInv:
 		binary.NativeEndian.PutUint32(w.Wr.Ex[:], wr.InvalidateRKey)
 	}
 	put64 := func(off uintptr, v uint64) { *(*uint64)(unsafe.Add(elem, off)) = v }
 	put32 := func(off uintptr, v uint32) { *(*uint32)(unsafe.Add(elem, off)) = v }
 	switch wr.Opcode {
-	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead:
+	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
 		put64(offRemoteAddr, wr.RemoteAddr)
 		put32(offRDMARKey, wr.RKey)
 		// The 6.1 requester builds the RETH from iova, not remote_addr.
 		w.Iova = wr.RemoteAddr
-	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+	case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
 		put64(offRemoteAddr, wr.RemoteAddr)
 		put64(offCompareAdd, wr.CompareAdd)
 		put64(offSwap, wr.Swap)
 		put32(offAtomicRKey, wr.RKey)
 		w.Iova = wr.RemoteAddr
-	case verbs.WRFlush:
+	case provider.WRFlush:
 		put64(offRemoteAddr, wr.RemoteAddr)
 		put32(offFlushLength, wr.FlushLength)
 		put32(offFlushRKey, wr.RKey)
 		*(*uint8)(unsafe.Add(elem, offFlushType)) = uint8(wr.FlushPlacement)
 		*(*uint8)(unsafe.Add(elem, offFlushLevel)) = uint8(wr.FlushLevel)
 		w.Iova = wr.RemoteAddr
-	case verbs.WRAtomicWrite:
+	case provider.WRAtomicWrite:
 		put64(offRemoteAddr, wr.RemoteAddr)
 		put32(offRDMARKey, wr.RKey)
 		w.Iova = wr.RemoteAddr
-	case verbs.WRBindMW:
+	case provider.WRBindMW:
 		put64(offMWAddr, wr.Bind.Addr)
 		put64(offMWLength, wr.Bind.Length)
 		put32(offMWMRLKey, wr.Bind.MRLKey)
 		put32(offMWRKey, wr.Bind.MWRKey)
 		put32(offMWNewRKey, wr.Bind.NewRKey)
 		put32(offMWAccess, wr.Bind.Access)
-	case verbs.WRSend, verbs.WRSendWithImm, verbs.WRSendWithInv:
+	case provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv:
 		if ud {
 			put32(offUDRemoteQPN, wr.RemoteQPN)
 			put32(offUDQKey, wr.RemoteQKey)
@@ -189,9 +189,9 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 		w.Dma.Num_sge = uint32(len(wr.SGList))
 	}
 	switch wr.Opcode {
-	case verbs.WRFlush:
+	case provider.WRFlush:
 		length = wr.FlushLength // no local memory: the remote length
-	case verbs.WRAtomicWrite:
+	case provider.WRAtomicWrite:
 		// The 8 bytes travel in dma.atomic_wr, where inline data goes.
 		*(*[8]byte)(unsafe.Add(elem, SendWQEHeader)) = wr.AtomicData
 		length = 8
@@ -204,20 +204,10 @@ func WriteSend(elem unsafe.Pointer, wr *verbs.SendWR, ud bool, ahNum uint32, ssn
 }
 
 // PollCQ copies up to len(wc) completions from the CQ ring, oldest first,
-// and releases their slots. It never blocks.
-func PollCQ(q *Queue, wc []verbs.WorkCompletion) int {
-	avail := q.Available()
-	n := min(uint32(len(wc)), avail)
-	if n == 0 {
-		return 0
-	}
-	c := q.ConsumerIndex()
-	for i := uint32(0); i < n; i++ {
-		// The rxe CQE starts with struct ib_uverbs_wc, which
-		// WorkCompletion mirrors field for field.
-		wc[i] = *(*verbs.WorkCompletion)(q.Elem(c))
-		c = q.Next(c)
-	}
-	q.Consume(c)
-	return int(n)
+// and releases their slots. It never blocks. It is the CQ's Poll (the
+// method has the loop, so the seam's one interface call reaches it
+// directly).
+func PollCQ(q *Queue, wc []provider.WC) int {
+	c := cq{q: q}
+	return c.Poll(wc)
 }

@@ -4,27 +4,26 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/goverbs/goverbs/internal/provider/rxe"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
-	"github.com/goverbs/goverbs/verbs"
 )
 
-// RecvRing posts receive work requests to a mapped siw receive queue or
-// SRQ, without a system call: the kernel looks for a VALID RQE when a
-// message arrives. A post takes the ring's lock once (the same spin lock
-// and close guard rxe's rings use) and publishes each RQE with a release
-// store of its ownership word.
+// RecvRing is siw's provider.RecvQueue: it posts receive work requests to
+// a mapped siw receive queue or SRQ, without a system call: the kernel
+// looks for a VALID RQE when a message arrives. A post takes the ring's
+// lock once (a provider.Lock, like rxe's rings) and publishes each RQE
+// with a release store of its ownership word.
 type RecvRing struct {
-	lock   rxe.Lock
+	lock   provider.Lock
 	r      ring
 	put    uint32 // free-running producer counter; under lock
 	maxSGE int
-	errs   *rxe.Errors
+	errs   *provider.Errors
 }
 
 // NewRecvRing wraps the mapping of a receive queue of num RQEs that take
 // up to maxSGE SGEs each. errs names the post operation in its errors.
-func NewRecvRing(mem []byte, num uint32, maxSGE int, errs *rxe.Errors) (*RecvRing, error) {
+func NewRecvRing(mem []byte, num uint32, maxSGE int, errs *provider.Errors) (*RecvRing, error) {
 	r, err := newRing(mem, num, RQESize, 0)
 	if err != nil {
 		return nil, err
@@ -38,7 +37,7 @@ func (q *RecvRing) Slots() uint32 { return q.r.mask + 1 }
 // Post writes wrs in order. On error the work requests before the failing
 // one are posted. The errors of a full queue and of a closed ring are not
 // allocated.
-func (q *RecvRing) Post(wrs []verbs.RecvWR) error {
+func (q *RecvRing) Post(wrs []provider.RecvWR) error {
 	if !q.lock.Lock() {
 		return q.errs.Closed()
 	}
@@ -47,7 +46,7 @@ func (q *RecvRing) Post(wrs []verbs.RecvWR) error {
 	for i := range wrs {
 		wr := &wrs[i]
 		if len(wr.SGList) > q.maxSGE {
-			err = q.errs.At(i, verbs.ErrTooManySGE)
+			err = q.errs.At(i, provider.ReasonTooManySGE)
 			break
 		}
 		if q.r.valid(put) {

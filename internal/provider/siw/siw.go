@@ -1,6 +1,7 @@
-// Package siw is the provider for the siw (soft-iWARP) driver: the layout
-// of its shared queues and work queue elements, and nothing else. The
-// kernel allocates every queue (vmalloc_user) and hands out an mmap key for
+// Package siw is the provider for the siw (soft-iWARP) driver: it
+// implements package internal/provider's interfaces (provider.go) with the
+// layout of siw's shared queues and work queue elements. The kernel
+// allocates every queue (vmalloc_user) and hands out an mmap key for
 // it in the create response (siw-abi.h); user space maps the uverbs fd at
 // that offset.
 //
@@ -34,8 +35,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
-	"github.com/goverbs/goverbs/verbs"
 )
 
 // Element sizes (siw-abi.h, pinned by uverbs' layout of the structs).
@@ -124,31 +125,31 @@ func CQLen(n uint32) int { return int(uintptr(n)*CQESize + ctrlSize) }
 // Opcode mapping of completions (siw_opcode to ibv_wc_opcode), as the
 // kernel's siw_cq.c and rdma-core map them. Opcodes past the table (a
 // corrupted CQE) report a general error.
-var wcOpcode = [uverbs.SIW_NUM_OPCODES]verbs.WCOpcode{
-	uverbs.SIW_OP_WRITE:           verbs.WCRDMAWrite,
-	uverbs.SIW_OP_READ:            verbs.WCRDMARead,
-	uverbs.SIW_OP_READ_LOCAL_INV:  verbs.WCRDMARead,
-	uverbs.SIW_OP_SEND:            verbs.WCSend,
-	uverbs.SIW_OP_SEND_WITH_IMM:   verbs.WCSend,
-	uverbs.SIW_OP_SEND_REMOTE_INV: verbs.WCSend,
-	uverbs.SIW_OP_FETCH_AND_ADD:   verbs.WCFetchAdd,
-	uverbs.SIW_OP_COMP_AND_SWAP:   verbs.WCCompSwap,
-	uverbs.SIW_OP_RECEIVE:         verbs.WCRecv,
-	uverbs.SIW_OP_READ_RESPONSE:   verbs.WCRDMARead,
-	uverbs.SIW_OP_INVAL_STAG:      verbs.WCLocalInv,
-	uverbs.SIW_OP_REG_MR:          verbs.WCSend,
+var wcOpcode = [uverbs.SIW_NUM_OPCODES]provider.WCOpcode{
+	uverbs.SIW_OP_WRITE:           provider.WCRDMAWrite,
+	uverbs.SIW_OP_READ:            provider.WCRDMARead,
+	uverbs.SIW_OP_READ_LOCAL_INV:  provider.WCRDMARead,
+	uverbs.SIW_OP_SEND:            provider.WCSend,
+	uverbs.SIW_OP_SEND_WITH_IMM:   provider.WCSend,
+	uverbs.SIW_OP_SEND_REMOTE_INV: provider.WCSend,
+	uverbs.SIW_OP_FETCH_AND_ADD:   provider.WCFetchAdd,
+	uverbs.SIW_OP_COMP_AND_SWAP:   provider.WCCompSwap,
+	uverbs.SIW_OP_RECEIVE:         provider.WCRecv,
+	uverbs.SIW_OP_READ_RESPONSE:   provider.WCRDMARead,
+	uverbs.SIW_OP_INVAL_STAG:      provider.WCLocalInv,
+	uverbs.SIW_OP_REG_MR:          provider.WCSend,
 }
 
 // wcStatus maps enum siw_wc_status to ibv_wc_status.
-var wcStatus = [uverbs.SIW_NUM_WC_STATUS]verbs.WCStatus{
-	uverbs.SIW_WC_SUCCESS:         verbs.WCSuccess,
-	uverbs.SIW_WC_LOC_LEN_ERR:     verbs.WCLocLenErr,
-	uverbs.SIW_WC_LOC_PROT_ERR:    verbs.WCLocProtErr,
-	uverbs.SIW_WC_LOC_QP_OP_ERR:   verbs.WCLocQPOpErr,
-	uverbs.SIW_WC_WR_FLUSH_ERR:    verbs.WCWRFlushErr,
-	uverbs.SIW_WC_BAD_RESP_ERR:    verbs.WCBadRespErr,
-	uverbs.SIW_WC_LOC_ACCESS_ERR:  verbs.WCLocAccessErr,
-	uverbs.SIW_WC_REM_ACCESS_ERR:  verbs.WCRemAccessErr,
-	uverbs.SIW_WC_REM_INV_REQ_ERR: verbs.WCRemInvReqErr,
-	uverbs.SIW_WC_GENERAL_ERR:     verbs.WCGeneralErr,
+var wcStatus = [uverbs.SIW_NUM_WC_STATUS]provider.WCStatus{
+	uverbs.SIW_WC_SUCCESS:         provider.WCSuccess,
+	uverbs.SIW_WC_LOC_LEN_ERR:     provider.WCLocLenErr,
+	uverbs.SIW_WC_LOC_PROT_ERR:    provider.WCLocProtErr,
+	uverbs.SIW_WC_LOC_QP_OP_ERR:   provider.WCLocQPOpErr,
+	uverbs.SIW_WC_WR_FLUSH_ERR:    provider.WCWRFlushErr,
+	uverbs.SIW_WC_BAD_RESP_ERR:    provider.WCBadRespErr,
+	uverbs.SIW_WC_LOC_ACCESS_ERR:  provider.WCLocAccessErr,
+	uverbs.SIW_WC_REM_ACCESS_ERR:  provider.WCRemAccessErr,
+	uverbs.SIW_WC_REM_INV_REQ_ERR: provider.WCRemInvReqErr,
+	uverbs.SIW_WC_GENERAL_ERR:     provider.WCGeneralErr,
 }

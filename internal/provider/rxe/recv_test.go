@@ -2,94 +2,28 @@ package rxe
 
 import (
 	"encoding/binary"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/provider/providertest"
 	"github.com/goverbs/goverbs/uverbs"
-	"github.com/goverbs/goverbs/verbs"
 )
-
-// The lock excludes: a plain counter incremented under it from many
-// goroutines ends exact (and -race sees the synchronization).
-func TestLockExcludes(t *testing.T) {
-	var l Lock
-	n := 0
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 2000; i++ {
-				if !l.Lock() {
-					t.Error("open lock refused")
-					return
-				}
-				n++
-				l.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if n != 8*2000 {
-		t.Fatalf("counter %d, want %d", n, 8*2000)
-	}
-}
-
-// Closing waits for the holder and refuses everyone after, including
-// goroutines already waiting.
-func TestLockClose(t *testing.T) {
-	var l Lock
-	if !l.Lock() {
-		t.Fatal("zero Lock refused")
-	}
-	refused := make(chan bool)
-	go func() { refused <- !l.Lock() }()
-	runtime.Gosched()
-	l.CloseUnlock()
-	if !<-refused {
-		t.Fatal("a waiter got a closed lock")
-	}
-	if l.Lock() || !l.Closed() {
-		t.Fatal("closed lock acquired")
-	}
-}
-
-func TestErrorsShared(t *testing.T) {
-	e := NewErrors("t: post")
-	a, b := e.Full(5), e.Full(5)
-	if a != b {
-		t.Fatal("Full(5) built twice")
-	}
-	pe, ok := verbs.IsPostError(a)
-	if !ok || pe.Index != 5 || pe.Op != "t: post" || !errors.Is(a, verbs.ErrQueueFull) {
-		t.Fatalf("Full(5) = %#v", a)
-	}
-	if n := testing.AllocsPerRun(100, func() { _ = e.Full(5); _ = e.Closed(); _ = e.State() }); n != 0 {
-		t.Fatalf("%v allocations", n)
-	}
-	if pe, _ := verbs.IsPostError(e.Full(fullCached + 3)); pe.Index != fullCached+3 {
-		t.Fatalf("uncached index: %+v", pe)
-	}
-	if !errors.Is(e.Closed(), verbs.ErrClosed) || !errors.Is(e.State(), verbs.ErrQPState) {
-		t.Fatal("Closed/State do not wrap their sentinels")
-	}
-}
 
 func TestRecvRingFullAllocs(t *testing.T) {
 	q, err := NewQueue(fakeQueue(t, 6, 4), RecvWQEHeader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRecvRing(q, 1, NewErrors("t"))
-	wr := []verbs.RecvWR{{WRID: 1}, {WRID: 2}, {WRID: 3}, {WRID: 4}}
-	if pe, _ := verbs.IsPostError(r.Post(wr)); pe == nil || pe.Index != 3 {
-		t.Fatalf("4 into 3: %v", pe)
+	r := NewRecvRing(q, 1, providertest.Errors())
+	wr := []provider.RecvWR{{WRID: 1}, {WRID: 2}, {WRID: 3}, {WRID: 4}}
+	if err := r.Post(wr); !providertest.Is(err, 3, provider.ReasonFull) {
+		t.Fatalf("4 into 3: %v", err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		if !errors.Is(r.Post(wr), verbs.ErrQueueFull) {
+		if !providertest.Is(r.Post(wr), -1, provider.ReasonFull) {
 			t.Fatal("not full")
 		}
 	}); n != 0 {
@@ -97,7 +31,7 @@ func TestRecvRingFullAllocs(t *testing.T) {
 	}
 	r.Shut()
 	if n := testing.AllocsPerRun(100, func() {
-		if !errors.Is(r.Post(wr), verbs.ErrClosed) {
+		if !providertest.Is(r.Post(wr), 0, provider.ReasonClosed) {
 			t.Fatal("not closed")
 		}
 	}); n != 0 {
@@ -132,7 +66,7 @@ func TestRecvRingResizeKeepsPosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRecvRing(q, 1, NewErrors("t"))
+	r := NewRecvRing(q, 1, providertest.Errors())
 	var (
 		wg     sync.WaitGroup
 		done   atomic.Bool
@@ -142,7 +76,7 @@ func TestRecvRingResizeKeepsPosts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wr := []verbs.RecvWR{{WRID: 7}}
+			wr := []provider.RecvWR{{WRID: 7}}
 			for {
 				err := r.Post(wr)
 				if err == nil {

@@ -1,4 +1,4 @@
-package rxe
+package provider
 
 import (
 	"runtime"
@@ -56,14 +56,14 @@ func (l *Lock) lockSlow() bool {
 	}
 }
 
-// Unlock releases the lock with a release store (see storeRelease): every
+// Unlock releases the lock with a release store (see StoreRelease): every
 // write of the critical section is visible to the next holder before it
 // sees the lock free.
-func (l *Lock) Unlock() { storeRelease(&l.w, 0) }
+func (l *Lock) Unlock() { StoreRelease(&l.w, 0) }
 
 // CloseUnlock releases the lock and closes it: every later Lock reports
 // false. The caller holds the lock.
-func (l *Lock) CloseUnlock() { storeRelease(&l.w, closedBit) }
+func (l *Lock) CloseUnlock() { StoreRelease(&l.w, closedBit) }
 
 // Closed reports whether CloseUnlock was called.
 func (l *Lock) Closed() bool { return atomic.LoadUint32(&l.w)&closedBit != 0 }

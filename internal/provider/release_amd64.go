@@ -1,8 +1,8 @@
 //go:build amd64 && !race
 
-package rxe
+package provider
 
-// storeRelease stores v at p with release order: every load and store
+// StoreRelease stores v at p with release order: every load and store
 // before it in program order is visible to (and complete before) any agent
 // that observes v — the kernel reading a producer index, or the next holder
 // of a Lock.
@@ -18,4 +18,4 @@ package rxe
 // store that follows it, so no earlier access moves below this store after
 // inlining. The race detector does not know that argument, so race builds
 // use the atomic store (release_other.go).
-func storeRelease(p *uint32, v uint32) { *p = v }
+func StoreRelease(p *uint32, v uint32) { *p = v }
