@@ -138,3 +138,40 @@ func BenchmarkSendQueuePostSeam(b *testing.B) {
 		}
 	}
 }
+
+//go:noinline
+func checkDirect(int, *provider.SendWR) (provider.AH, error) { return nil, nil }
+
+// BenchmarkSendQueuePostDirect is BenchmarkSendQueuePostSeam's work as qp
+// did it before the seam: the loop in the caller and a direct call for
+// the generic checks (qp's validateSend, which is not inlined either), so
+// the difference between the two is the seam's two interface calls.
+func BenchmarkSendQueuePostDirect(b *testing.B) {
+	q, err := NewQueue(fakeQueue(b, 9, 64), SendWQESize(1, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &sendQueue{q: q, errs: providertest.Errors()}
+	wrs := []provider.SendWR{{Opcode: provider.WRRDMAWrite, SGList: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}},
+		RemoteAddr: 0x2000, RKey: 2}}
+	b.ReportAllocs()
+	for b.Loop() {
+		free := q.Free()
+		p := q.ProducerIndex()
+		n := 0
+		for i := range wrs {
+			if _, err := checkDirect(i, &wrs[i]); err != nil || uint32(i) >= free {
+				break
+			}
+			WriteSend(q.Elem(p), &wrs[i], false, 0, s.ssn)
+			s.ssn++
+			p = q.Next(p)
+			n++
+		}
+		if n > 0 {
+			q.Publish(p)
+		} else {
+			*q.cons = *q.prod // consume all
+		}
+	}
+}
