@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,76 +17,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/proc"
 	"github.com/goverbs/goverbs/verbs"
 )
 
 // ---------------------------------------------------------------- unit --
-
-func TestCMGetopt(t *testing.T) {
-	opts, operands := cmGetopt([]string{"-vV", "-C3", "x", "-S", "100", "-a", "-b", "-z", "--", "-s"}, "a:C:S:vVs")
-	got := ""
-	for _, o := range opts {
-		if o.opt == '?' {
-			got += fmt.Sprintf("?%c ", o.bad)
-		} else {
-			got += fmt.Sprintf("%c=%s ", o.opt, o.arg)
-		}
-	}
-	if want := "v= V= C=3 S=100 a=-b ?z "; got != want {
-		t.Errorf("options %q, want %q", got, want)
-	}
-	if !cmp.Equal(operands, []string{"x", "-s"}) {
-		t.Errorf("operands %q", operands)
-	}
-	opts, _ = cmGetopt([]string{"-vC"}, "C:v")
-	if len(opts) != 2 || opts[1].opt != '?' || !opts[1].missing || opts[1].bad != 'C' {
-		t.Errorf("missing argument: %+v", opts)
-	}
-}
-
-func TestCMExit(t *testing.T) {
-	for ret, want := range map[int]int{0: 0, -1: 255, 22: 22, 8: 8, -110: 146, 256: 1, -22: 234} {
-		if got := cmExit(ret); got != want {
-			t.Errorf("cmExit(%d) = %d, want %d", ret, got, want)
-		}
-	}
-}
-
-// A RoCEv2 GRH over IPv4 holds the IPv4 header in its last 20 bytes; a
-// bad header checksum makes it an IPv6 GRH, as in libibverbs.
-func TestCMGRHVersion(t *testing.T) {
-	grh := make([]byte, cmGRHSize)
-	ip := grh[20:]
-	ip[0] = 0x45
-	ip[8] = 64
-	ip[9] = 17
-	copy(ip[12:], []byte{169, 254, 77, 1})
-	copy(ip[16:], []byte{169, 254, 77, 1})
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	if v := cmGRHVersion(grh); v != 4 {
-		t.Errorf("IPv4 header: version %d", v)
-	}
-	grh[0] = 0x60 // an IPv6 version field in front of it
-	if v := cmGRHVersion(grh); v != 4 {
-		t.Errorf("IPv4 header with a 6 in front: version %d", v)
-	}
-	ip[10]++
-	if v := cmGRHVersion(grh); v != 6 {
-		t.Errorf("bad checksum: version %d, want 6", v)
-	}
-	grh[0] = 0
-	ip[0] = 0
-	if v := cmGRHVersion(grh); v != -1 {
-		t.Errorf("neither: version %d", v)
-	}
-}
 
 // The orderings rping's server shows when a failed READ races the
 // disconnect (seen on siw), and what rping's rule refuses.
@@ -161,16 +95,6 @@ func TestRpingArgs(t *testing.T) {
 			}
 		})
 	}
-	var stdout, stderr bytes.Buffer
-	o, rc := parseRpingArgs([]string{"-d", "-c", "-a", "169.254.77.1", "-vVC7", "-S100", "-p", "9000", "-I", "169.254.77.2"},
-		&cmOut{w: &stdout}, &cmOut{w: &stderr})
-	if rc != -1 || o.server != 0 || o.addr.String() != "169.254.77.1" || o.src.String() != "169.254.77.2" ||
-		o.count != 7 || o.size != 100 || o.port != 9000 || !o.verbose || !o.validate || !o.debug {
-		t.Errorf("got %+v, %d", o, rc)
-	}
-	if want := "client\nverbose\nvalidate data\ncount 7\nsize 100\nport 9000\n"; stdout.String() != want {
-		t.Errorf("debug output %q, want %q", stdout.String(), want)
-	}
 }
 
 func TestCMTestArgs(t *testing.T) {
@@ -223,11 +147,11 @@ func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	default:
 		t.Fatalf("bad impl %q", impl)
 	}
-	p, err := startProc(t, impl+" "+tool+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	p, err := proc.Start(t, impl+" "+tool+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.impl, p.tool = impl, tool
+	p.Impl, p.Tool = impl, tool
 	return p
 }
 
@@ -247,9 +171,10 @@ const cmRpingExitRace = "rdma_get_cm_event: Bad file descriptor\n"
 // and a failure of the run itself is printed there by the main thread.
 func cmWaitOK(t *testing.T, p *cmProc) error {
 	t.Helper()
-	err := p.wait()
-	if cmExitRaced(t, p) && p.status() == 255 {
-		p.err, err = nil, nil
+	err := p.Wait()
+	if cmExitRaced(t, p) && p.Status() == 255 {
+		p.Excuse()
+		err = nil
 	}
 	return err
 }
@@ -260,11 +185,11 @@ func cmWaitOK(t *testing.T, p *cmProc) error {
 // whichever exited first: the caller judges it.
 func cmExitRaced(t *testing.T, p *cmProc) bool {
 	t.Helper()
-	if p.tool != "rping" || p.impl == "go" || !p.stderr.trimSuffix(cmRpingExitRace) {
+	if p.Tool != "rping" || p.Impl == "go" || !p.Stderr.TrimSuffix(cmRpingExitRace) {
 		return false
 	}
 	t.Logf("%s: rdma-core's rping lost its exit race (exit %d; fixed upstream in f3ae6534a, not in Debian 12's rdma-core 44): "+
-		"%q removed from its stderr", p.name, p.status(), strings.TrimSpace(cmRpingExitRace))
+		"%q removed from its stderr", p.Name, p.Status(), strings.TrimSpace(cmRpingExitRace))
 	return true
 }
 
@@ -308,7 +233,7 @@ func cmListening(t *testing.T, ps string, port int) bool {
 // with the peer's rejection or unreachability.
 //
 // On iWARP it also tells two failures of siw (the kernel) from ours, and
-// runs the pair again after either, up to cmKernelTries times, saying so
+// runs the pair again after either, up to proc.SiwTries times, saying so
 // (docs/providers.md, "siw: who sends first"):
 //   - ucmatose's server sends as soon as it is connected, which iWARP
 //     forbids to the passive side; when its first message reaches the
@@ -333,9 +258,9 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 	for try := 1; ; try++ {
 		server = cmStart(t, srvImpl, tool, srvArgs...)
 		cmWaitListen(t, server, ps, port)
-		var w *cmStallWatch
+		var w *proc.StallWatch
 		if iwarp {
-			w = cmWatchSiw(tool, port, server)
+			w = proc.WatchSiw(port, server, func(s, c *proc.Proc) string { return cmServerSentFirst(tool, s, c) })
 		}
 		var err error
 		client, err = cmRunClientWatched(t, server, tool, cliImpl, cliArgs, w)
@@ -347,8 +272,8 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 		}
 		why := ""
 		if w != nil {
-			w.stop()
-			if why = w.stalled(); why == "" && err != nil {
+			w.Stop()
+			if why = w.Stalled(); why == "" && err != nil {
 				why = cmServerSentFirst(tool, server, client)
 			}
 		}
@@ -356,10 +281,10 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 			return server, client
 		}
 		siwRunAgain(t, try, why, err.Error())
-		server.cmd.Process.Kill()
-		server.wait()
-		client.cmd.Process.Kill()
-		client.wait()
+		server.Cmd.Process.Kill()
+		server.Wait()
+		client.Cmd.Process.Kill()
+		client.Wait()
 	}
 }
 
@@ -369,7 +294,7 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 // otherwise it fails the test with failure, after logging any evidence.
 func siwRunAgain(t *testing.T, try int, why, failure string) {
 	t.Helper()
-	if why == "" || try >= cmKernelTries {
+	if why == "" || try >= proc.SiwTries {
 		if why != "" {
 			t.Logf("siw, attempt %d: %s", try, why)
 		}
@@ -385,15 +310,11 @@ func cmLineBuffered(impl string) string {
 	return impl
 }
 
-// cmKernelTries bounds the runs of a pair that hits one of siw's
-// first-message failures (cmPair).
-const cmKernelTries = 5
-
 func cmWaitListen(t *testing.T, server *cmProc, ps string, port int) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for !cmListening(t, ps, port) {
-		if server.exited() {
+		if server.Exited() {
 			t.Fatalf("server exited before listening: %v", server)
 		}
 		if time.Now().After(deadline) {
@@ -416,18 +337,18 @@ func cmRunClient(t *testing.T, server *cmProc, tool, impl string, args []string)
 
 // cmRunClientWatched is cmRunClient returning the failure instead; w
 // (nil: none) is told of each client started, to kill it on a stall.
-func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []string, w *cmStallWatch) (*cmProc, error) {
+func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []string, w *proc.StallWatch) (*cmProc, error) {
 	t.Helper()
 	for try := 0; ; try++ {
 		client := cmStart(t, impl, tool, args...)
 		if w != nil {
-			w.add(client)
+			w.Add(client)
 		}
 		err := cmWaitOK(t, client)
-		out := client.stdout.String() + client.stderr.String()
+		out := client.Stdout.String() + client.Stderr.String()
 		notYet := strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error 8") || strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error: 8") ||
 			strings.Contains(out, "RDMA_CM_EVENT_UNREACHABLE")
-		if err != nil && notYet && try < 20 && !server.exited() && (w == nil || w.stalled() == "") {
+		if err != nil && notYet && try < 20 && !server.Exited() && (w == nil || w.Stalled() == "") {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
@@ -439,8 +360,8 @@ func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []
 			if strings.Contains(strings.ToLower(out), "cannot assign requested address") {
 				tcp = "\n\nTCP sockets after the failure:\n" + strings.Join(testutil.TCPSockets(), "\n")
 			}
-			server.cmd.Process.Kill()
-			server.wait()
+			server.Cmd.Process.Kill()
+			server.Wait()
 			return client, fmt.Errorf("client failed: %v\n\nserver %v%s", client, server, tcp)
 		}
 		return client, nil
@@ -450,102 +371,12 @@ func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []
 // cmServerSentFirst returns why a ucmatose pair failed if it is siw's
 // refusal of the server's first message (see cmPair), or "".
 func cmServerSentFirst(tool string, server, client *cmProc) string {
-	if tool != "ucmatose" || client == nil || !strings.Contains(client.stdout.String(), "RDMA_CM_EVENT_CONNECT_ERROR, error: -22") ||
-		!strings.Contains(server.stdout.String(), "initiating data transfers") {
+	if tool != "ucmatose" || client == nil || !strings.Contains(client.Stdout.String(), "RDMA_CM_EVENT_CONNECT_ERROR, error: -22") ||
+		!strings.Contains(server.Stdout.String(), "initiating data transfers") {
 		return ""
 	}
 	return "a client connection failed with CONNECT_ERROR -22 while the server, connected, was sending: " +
 		"the server's first message reached the client before its MPA reply was read, and siw refused the reply"
-}
-
-// cmStallWatch watches a pair on iWARP for siw's failures (cmPair): a
-// ucmatose client's connection refused because the server sent first,
-// and bytes TCP delivered to a socket of the pair's connections (local
-// or remote port: the server's) that stay unread: siw reads its sockets
-// in the kernel as data arrives, so unread bytes that do not move are a
-// receive siw dropped. It then kills the pair's processes and keeps the
-// evidence.
-type cmStallWatch struct {
-	port int
-	done chan struct{}
-	wg   sync.WaitGroup
-
-	mu       sync.Mutex
-	procs    []*cmProc // the server first
-	evidence string
-}
-
-// cmStallSamples is how many samples, a second apart, must find the same
-// bytes unread in the same socket to call it a stall.
-const cmStallSamples = 5
-
-func cmWatchSiw(tool string, port int, server *cmProc) *cmStallWatch {
-	w := &cmStallWatch{port: port, done: make(chan struct{}), procs: []*cmProc{server}}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		seen := map[string]int{} // socket and unread count -> samples
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.done:
-				return
-			case <-tick.C:
-			}
-			why := ""
-			w.mu.Lock()
-			for _, c := range w.procs[1:] {
-				if why == "" {
-					why = cmServerSentFirst(tool, w.procs[0], c)
-				}
-			}
-			w.mu.Unlock()
-			now := map[string]int{}
-			for _, s := range testutil.UnreadTCP(port) {
-				now[s] = seen[s] + 1
-				if now[s] >= cmStallSamples && why == "" {
-					why = fmt.Sprintf("siw left %s unread for %d s while both ends waited", s, cmStallSamples-1)
-				}
-			}
-			seen = now
-			if why != "" {
-				w.mu.Lock()
-				w.evidence = why
-				for _, p := range w.procs {
-					p.cmd.Process.Kill()
-				}
-				w.mu.Unlock()
-				return
-			}
-		}
-	}()
-	return w
-}
-
-func (w *cmStallWatch) add(p *cmProc) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.evidence != "" {
-		p.cmd.Process.Kill()
-	}
-	w.procs = append(w.procs, p)
-}
-
-func (w *cmStallWatch) stop() {
-	select {
-	case <-w.done:
-	default:
-		close(w.done)
-	}
-	w.wg.Wait()
-}
-
-// stalled returns the evidence of a stall, or "".
-func (w *cmStallWatch) stalled() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.evidence
 }
 
 var cmNextPort = 7600
@@ -570,19 +401,19 @@ func cmCheckRping(t *testing.T, server, client *cmProc, count, size int, verbose
 			wantCli = append(wantCli, "ping data: "+cmRpingData(i, size))
 		}
 	}
-	if diff := cmp.Diff(wantSrv, cmLines(server.stdout.String())); diff != "" {
-		t.Errorf("%s: stdout (-want +got):\n%s", server.name, diff)
+	if diff := cmp.Diff(wantSrv, cmLines(server.Stdout.String())); diff != "" {
+		t.Errorf("%s: stdout (-want +got):\n%s", server.Name, diff)
 	}
-	if diff := cmp.Diff(wantCli, cmLines(client.stdout.String())); diff != "" {
-		t.Errorf("%s: stdout (-want +got):\n%s", client.name, diff)
+	if diff := cmp.Diff(wantCli, cmLines(client.Stdout.String())); diff != "" {
+		t.Errorf("%s: stdout (-want +got):\n%s", client.Name, diff)
 	}
 	// The server learns of the end from the client's disconnect.
 	if diff := cmp.Diff([]string{"server DISCONNECT EVENT...", "wait for RDMA_READ_ADV state 10"}, cmLines(cmRpingStderr(server))); diff != "" {
-		t.Errorf("%s: stderr (-want +got):\n%s", server.name, diff)
+		t.Errorf("%s: stderr (-want +got):\n%s", server.Name, diff)
 	}
 	// The client reports the server's answer if it comes before it exits.
 	if s := cmRpingStderr(client); s != "" && s != "client DISCONNECT EVENT...\n" {
-		t.Errorf("%s: stderr %q", client.name, s)
+		t.Errorf("%s: stderr %q", client.Name, s)
 	}
 }
 
@@ -591,7 +422,7 @@ func cmCheckRping(t *testing.T, server, client *cmProc, count, size int, verbose
 // timewait ends before the program destroyed its ID, a race with a timer
 // that a slow guest (emulated arm64) loses now and then, C against C too.
 func cmRpingStderr(p *cmProc) string {
-	return strings.TrimSuffix(p.stderr.String(), "unhandled event: RDMA_CM_EVENT_TIMEWAIT_EXIT, ignoring\n")
+	return strings.TrimSuffix(p.Stderr.String(), "unhandled event: RDMA_CM_EVENT_TIMEWAIT_EXIT, ignoring\n")
 }
 
 // Both pairings with rdma-core's rping, with -v (the data on both sides)
@@ -649,14 +480,14 @@ func TestRpingDebug(t *testing.T) {
 				{client, []string{"rdma_resolve_addr - rdma_resolve_route successful", "rdma_connect successful",
 					"ping data: " + cmRpingData(1, 64), "recv completion", "send completion", "ESTABLISHED", "allocated & registered buffers..."}},
 			} {
-				got := cmLines(p.proc.stdout.String())
+				got := cmLines(p.proc.Stdout.String())
 				for _, w := range p.want {
 					found := false
 					for _, l := range got {
 						found = found || l == w
 					}
 					if !found {
-						t.Errorf("%s: no line %q in\n%s", p.proc.name, w, p.proc.stdout.String())
+						t.Errorf("%s: no line %q in\n%s", p.proc.Name, w, p.proc.Stdout.String())
 					}
 				}
 			}
@@ -685,22 +516,22 @@ func TestRpingPersistent(t *testing.T) {
 				common := []string{"-a", addr, "-p", strconv.Itoa(port), "-v", "-V"}
 				server := cmStart(t, impl, "rping", append([]string{"-s", "-P"}, common...)...)
 				cmWaitListen(t, server, "TCP", port)
-				var w *cmStallWatch
+				var w *proc.StallWatch
 				if iwarp {
-					w = cmWatchSiw("rping", port, server)
+					w = proc.WatchSiw(port, server, nil)
 				}
 				err := cmRpingPersistent(t, impl, server, common, w)
 				why := ""
 				if w != nil {
-					w.stop()
-					why = w.stalled()
+					w.Stop()
+					why = w.Stalled()
 				}
 				if err == nil {
 					return
 				}
 				siwRunAgain(t, try, why, err.Error())
-				server.cmd.Process.Kill()
-				server.wait()
+				server.Cmd.Process.Kill()
+				server.Wait()
 			}
 		})
 	}
@@ -708,7 +539,7 @@ func TestRpingPersistent(t *testing.T) {
 
 // cmRpingPersistent runs TestRpingPersistent's clients against server and
 // returns the first failure; w (nil: none) is told of each client.
-func cmRpingPersistent(t *testing.T, impl string, server *cmProc, common []string, w *cmStallWatch) error {
+func cmRpingPersistent(t *testing.T, impl string, server *cmProc, common []string, w *proc.StallWatch) error {
 	t.Helper()
 	if _, err := cmRunClientWatched(t, server, "rping", "c", append([]string{"-c", "-C", "2"}, common...), w); err != nil {
 		return err
@@ -721,14 +552,14 @@ func cmRpingPersistent(t *testing.T, impl string, server *cmProc, common []strin
 	for i, cli := range []string{"go", "c"} {
 		p := cmStart(t, cli, "rping", append([]string{"-c", "-C", "4"}, common...)...)
 		if w != nil {
-			w.add(p)
+			w.Add(p)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := cmWaitOK(t, p); err != nil {
 				errs[i] = fmt.Errorf("concurrent client: %v", p)
-			} else if n := len(cmLines(p.stdout.String())); n != 4 {
+			} else if n := len(cmLines(p.Stdout.String())); n != 4 {
 				errs[i] = fmt.Errorf("concurrent client printed %d lines: %v", n, p)
 			}
 		}()
@@ -740,13 +571,13 @@ func cmRpingPersistent(t *testing.T, impl string, server *cmProc, common []strin
 	if _, err := cmRunClientWatched(t, server, "rping", "go", append([]string{"-c", "-C", "1"}, common...), w); err != nil {
 		return err
 	}
-	if server.exited() {
+	if server.Exited() {
 		return fmt.Errorf("persistent server exited: %v", server)
 	}
 	// (The C server's stdout is a pipe, block-buffered, and it never
 	// exits.)
-	if n := strings.Count(server.stdout.String(), "server ping data: "); impl == "go" && n != 2+3+4+4+1 {
-		return fmt.Errorf("persistent server printed %d pings, want 14:\n%s", n, server.stdout.String())
+	if n := strings.Count(server.Stdout.String(), "server ping data: "); impl == "go" && n != 2+3+4+4+1 {
+		return fmt.Errorf("persistent server printed %d pings, want 14:\n%s", n, server.Stdout.String())
 	}
 	return nil
 }
@@ -787,29 +618,29 @@ func TestRpingErrors(t *testing.T) {
 				p := cmStart(t, impl, "rping", c.args...)
 				if impl == "c" && c.hung {
 					last := c.stderr[len(c.stderr)-1] + "\n"
-					for !p.exited() && !strings.HasSuffix(p.stderr.String(), last) {
+					for !p.Exited() && !strings.HasSuffix(p.Stderr.String(), last) {
 						time.Sleep(20 * time.Millisecond)
 					}
-					if cmp.Equal(cmLines(p.stderr.String()), c.stderr) && p.stdout.String() == "" {
-						t.Logf("%s printed %q and does not exit (rdma-core's rping after a refused CONNECT on iWARP): stopped", p.name, c.stderr)
-						p.cmd.Process.Kill()
-						p.wait()
+					if cmp.Equal(cmLines(p.Stderr.String()), c.stderr) && p.Stdout.String() == "" {
+						t.Logf("%s printed %q and does not exit (rdma-core's rping after a refused CONNECT on iWARP): stopped", p.Name, c.stderr)
+						p.Cmd.Process.Kill()
+						p.Wait()
 						continue
 					}
 				}
-				p.wait()
-				got := cmLines(p.stderr.String())
+				p.Wait()
+				got := cmLines(p.Stderr.String())
 				if impl == "c" && len(got) > 0 {
 					// The C tool's threads race to the exit: its CM
 					// thread exits on a failure event, its main thread
 					// prints the rest if it gets there first.
 					got = got[:1]
-					if p.status() == c.rc && got[0] == c.stderr[0] {
+					if p.Status() == c.rc && got[0] == c.stderr[0] {
 						continue
 					}
 				}
-				if p.status() != c.rc || !cmp.Equal(got, c.stderr) || p.stdout.String() != "" {
-					t.Errorf("%s: exit %d, want %d, stderr %q", p, p.status(), c.rc, c.stderr)
+				if p.Status() != c.rc || !cmp.Equal(got, c.stderr) || p.Stdout.String() != "" {
+					t.Errorf("%s: exit %d, want %d, stderr %q", p, p.Status(), c.rc, c.stderr)
 				}
 			}
 		})
@@ -827,15 +658,15 @@ func TestRpingSizeMismatch(t *testing.T) {
 			server := cmStart(t, impl, "rping", "-s", "-a", addr, "-p", port, "-v")
 			cmWaitListen(t, server, "TCP", cmNextPort)
 			client := cmRunClient(t, server, "rping", "c", []string{"-c", "-a", addr, "-p", port, "-v", "-C", "3", "-S", "200"})
-			server.wait()
-			status := server.status()
+			server.Wait()
+			status := server.Status()
 			// After the C tool's exit race, its main thread's status is
 			// 255 only with "rping server failed".
-			if cmExitRaced(t, server) && !strings.Contains(server.stderr.String(), "rping server failed: -1\n") {
+			if cmExitRaced(t, server) && !strings.Contains(server.Stderr.String(), "rping server failed: -1\n") {
 				status = 0
 			}
 			want := []string{"cq completion failed status 4", "wait for RDMA_READ_COMPLETE state 11", "rping server failed: -1"}
-			got := cmLines(server.stderr.String())
+			got := cmLines(server.Stderr.String())
 			if len(got) == 4 && got[3] == "server DISCONNECT EVENT..." { // if the client's answer comes in time
 				got = got[:3]
 			}
@@ -848,14 +679,14 @@ func TestRpingSizeMismatch(t *testing.T) {
 			// Both tools show every ordering; what holds is rping's rule:
 			// the failure is reported, and the exit is 0 only after the
 			// disconnect, 255 with "rping server failed: -1" otherwise.
-			if !cmp.Equal(got, want) || status != 255 || server.stdout.String() != "" {
-				if why := cmRpingRaceOK(cmLines(server.stderr.String()), status); why != "" || server.stdout.String() != "" {
+			if !cmp.Equal(got, want) || status != 255 || server.Stdout.String() != "" {
+				if why := cmRpingRaceOK(cmLines(server.Stderr.String()), status); why != "" || server.Stdout.String() != "" {
 					t.Errorf("%v: exit %d: %s; want 255 and stderr %q, or the same failure racing the disconnect", server, status, why, want)
 				} else {
-					t.Logf("%s: the failure raced the disconnect: exit %d, stderr %q", server.name, status, server.stderr.String())
+					t.Logf("%s: the failure raced the disconnect: exit %d, stderr %q", server.Name, status, server.Stderr.String())
 				}
 			}
-			if !strings.Contains(client.stderr.String(), "wait for RDMA_WRITE_ADV state 10") {
+			if !strings.Contains(client.Stderr.String(), "wait for RDMA_WRITE_ADV state 10") {
 				t.Errorf("client: %v", client)
 			}
 		})
@@ -945,49 +776,49 @@ func cmRpingPeerGone(t *testing.T, addr, srvImpl, cliImpl string, killServer boo
 		server := cmStart(t, srvImpl, "rping", "-s", "-a", addr, "-p", strconv.Itoa(port), "-v")
 		cmWaitListen(t, server, "TCP", port)
 		client := cmStart(t, cliImpl, "rping", "-c", "-a", addr, "-p", strconv.Itoa(port), "-v", "-V", "-C", "0")
-		var w *cmStallWatch
+		var w *proc.StallWatch
 		if iwarp {
-			w = cmWatchSiw("rping", port, server)
-			w.add(client)
+			w = proc.WatchSiw(port, server, nil)
+			w.Add(client)
 		}
 		victim, left = client, server
 		if killServer {
 			victim, left = server, client
 		}
 		deadline := time.Now().Add(cmPeerGoneGuard)
-		for strings.Count(left.stdout.String(), data) < pings && !victim.exited() && !left.exited() && time.Now().Before(deadline) {
+		for strings.Count(left.Stdout.String(), data) < pings && !victim.Exited() && !left.Exited() && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		why := ""
 		if w != nil {
-			w.stop()
-			why = w.stalled()
+			w.Stop()
+			why = w.Stalled()
 		}
-		if why == "" && strings.Count(left.stdout.String(), data) >= pings {
+		if why == "" && strings.Count(left.Stdout.String(), data) >= pings {
 			break
 		}
-		server.cmd.Process.Kill()
-		client.cmd.Process.Kill()
-		server.wait()
-		client.wait()
+		server.Cmd.Process.Kill()
+		client.Cmd.Process.Kill()
+		server.Wait()
+		client.Wait()
 		siwRunAgain(t, try, why, fmt.Sprintf("no %d pings before the kill:\n%v\n\n%v", pings, server, client))
 	}
-	victim.cmd.Process.Kill()
-	victim.wait()
+	victim.Cmd.Process.Kill()
+	victim.Wait()
 	select {
-	case <-left.done:
+	case <-left.Done():
 	case <-time.After(cmPeerGoneGuard):
 		// A Go program prints every goroutine's stack on SIGQUIT.
-		left.cmd.Process.Signal(syscall.SIGQUIT)
-		left.wait()
+		left.Cmd.Process.Signal(syscall.SIGQUIT)
+		left.Wait()
 		t.Fatalf("the %s did not exit within %v of its peer's kill after %d pings (a hang):\n%v", side, cmPeerGoneGuard, pings, left)
 	}
-	status, stderr := left.status(), left.stderr.String()
+	status, stderr := left.Status(), left.Stderr.String()
 	t.Logf("peer killed after %d pings: the %s exited %d, stderr %q", pings, side, status, stderr)
 	// What it printed before is what it prints in any run.
-	for i, l := range cmLines(left.stdout.String()) {
+	for i, l := range cmLines(left.Stdout.String()) {
 		if want := data + cmRpingData(i, 64); l != want {
-			t.Errorf("%s: stdout line %d %q, want %q", left.name, i+1, l, want)
+			t.Errorf("%s: stdout line %d %q, want %q", left.Name, i+1, l, want)
 			break
 		}
 	}
@@ -1067,11 +898,11 @@ func cmUcmatoseLines(server, migrate bool) []string {
 
 func cmCheckLines(t *testing.T, p *cmProc, want []string) {
 	t.Helper()
-	if diff := cmp.Diff(want, cmLines(p.stdout.String())); diff != "" {
-		t.Errorf("%s: stdout (-want +got):\n%s", p.name, diff)
+	if diff := cmp.Diff(want, cmLines(p.Stdout.String())); diff != "" {
+		t.Errorf("%s: stdout (-want +got):\n%s", p.Name, diff)
 	}
-	if s := p.stderr.String(); s != "" {
-		t.Errorf("%s: stderr %q", p.name, s)
+	if s := p.Stderr.String(); s != "" {
+		t.Errorf("%s: stderr %q", p.Name, s)
 	}
 }
 
@@ -1195,10 +1026,10 @@ func TestUdaddyUcmatoseErrors(t *testing.T) {
 		t.Run(c.tool+" "+strings.Join(c.args, " "), func(t *testing.T) {
 			for _, impl := range []string{"c", "go"} {
 				p := cmStart(t, impl, c.tool, c.args...)
-				p.wait()
+				p.Wait()
 				want := c.stdout
-				if p.status() != c.rc || !cmp.Equal(cmLines(p.stdout.String()), want) || p.stderr.String() != c.stderr {
-					t.Errorf("%s: exit %d, want %d, stdout %q, stderr %q", p, p.status(), c.rc, want, c.stderr)
+				if p.Status() != c.rc || !cmp.Equal(cmLines(p.Stdout.String()), want) || p.Stderr.String() != c.stderr {
+					t.Errorf("%s: exit %d, want %d, stdout %q, stderr %q", p, p.Status(), c.rc, want, c.stderr)
 				}
 			}
 		})

@@ -11,8 +11,8 @@
 //	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
 //	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
 //
-// This file only routes: each tool lives in its own package under
-// internal/tools (internal/tools/NAME), which exports Main and Summary.
+// This file only routes: each tool lives in its own package,
+// internal/tools/NAME, which exports Main and Summary.
 package main
 
 import (
@@ -24,7 +24,10 @@ import (
 	"github.com/goverbs/goverbs/internal/tools/devinfo"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
+	"github.com/goverbs/goverbs/internal/tools/rping"
 	"github.com/goverbs/goverbs/internal/tools/rxe"
+	"github.com/goverbs/goverbs/internal/tools/ucmatose"
+	"github.com/goverbs/goverbs/internal/tools/udaddy"
 )
 
 type command struct {
@@ -37,7 +40,10 @@ var commands = map[string]command{
 	"devinfo":  {devinfo.Summary, devinfo.Main},
 	"perf":     {perf.Summary, perf.Main},
 	"pingpong": {pingpong.Summary, pingpong.Main},
+	"rping":    {rping.Summary, rping.Main},
 	"rxe":      {rxe.Summary, rxe.Main},
+	"ucmatose": {ucmatose.Summary, ucmatose.Main},
+	"udaddy":   {udaddy.Summary, udaddy.Main},
 }
 
 func usage(w io.Writer) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/proc"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -51,7 +52,7 @@ func newPerfBed(t *testing.T, rdmaCM bool) *perfBed {
 
 // start runs one end: impl "go" (this binary as goverbs perf) or "c" (the
 // perftest tool), pinned to cpu.
-func (b *perfBed) start(t *testing.T, impl string, test perf.Test, cpu int, args ...string) *proc {
+func (b *perfBed) start(t *testing.T, impl string, test perf.Test, cpu int, args ...string) *proc.Proc {
 	t.Helper()
 	var argv, env []string
 	switch impl {
@@ -66,7 +67,7 @@ func (b *perfBed) start(t *testing.T, impl string, test perf.Test, cpu int, args
 	if b.taskset != "" {
 		argv = append([]string{b.taskset, "-c", strconv.Itoa(cpu)}, argv...)
 	}
-	p, err := startProc(t, impl+" "+test.Name+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	p, err := proc.Start(t, impl+" "+test.Name+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +83,12 @@ func (b *perfBed) start(t *testing.T, impl string, test perf.Test, cpu int, args
 // shape is checked.
 //
 // On iWARP a pair runs under the cm interop tests' stall watch (cmPair,
-// cmWatchSiw): bytes TCP delivered to one of the pair's sockets that siw
-// leaves unread for cmStallSamples seconds while both programs wait are a
+// proc.WatchSiw): bytes TCP delivered to one of the pair's sockets that siw
+// leaves unread for proc.StallSamples seconds while both programs wait are a
 // receive siw dropped (docs/providers.md, "siw: who sends first"); the
-// watch kills the pair and it runs again, logged, up to cmKernelTries
+// watch kills the pair and it runs again, logged, up to proc.SiwTries
 // times. Any other failure fails the test.
-func (b *perfBed) pair(t *testing.T, test perf.Test, srv, cli string, args ...string) (server, client *proc) {
+func (b *perfBed) pair(t *testing.T, test perf.Test, srv, cli string, args ...string) (server, client *proc.Proc) {
 	t.Helper()
 	for try := 1; ; try++ {
 		var failure, stall string
@@ -102,7 +103,7 @@ func (b *perfBed) pair(t *testing.T, test perf.Test, srv, cli string, args ...st
 // tryPairWatched runs the server, then the client against it once, and
 // waits for both; on iWARP under the stall watch, whose evidence it
 // returns with the failure.
-func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, args ...string) (server, client *proc, failure, stall string) {
+func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, args ...string) (server, client *proc.Proc, failure, stall string) {
 	t.Helper()
 	port := ppPort()
 	rdmaCM := slices.Contains(args, "-R")
@@ -112,8 +113,8 @@ func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, 
 	// With -R the server listens on an rdma_cm ID (which on InfiniBand
 	// and RoCE has no TCP socket), and the C client does not retry its
 	// first connection.
-	for rdmaCM && !cmListening(t, "TCP", port) || !rdmaCM && !listening(port) {
-		if server.exited() {
+	for rdmaCM && !cmListening(t, "TCP", port) || !rdmaCM && !proc.TCPListening(port) {
+		if server.Exited() {
 			t.Fatalf("server exited before listening: %v", server)
 		}
 		if time.Now().After(deadline) {
@@ -121,32 +122,32 @@ func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var w *cmStallWatch
+	var w *proc.StallWatch
 	if testutil.IWARP(b.ctx) {
-		w = cmWatchSiw("perf", port, server)
-		defer w.stop()
+		w = proc.WatchSiw(port, server, nil)
+		defer w.Stop()
 	}
 	client = b.start(t, cli, test, 1, append(args, b.addr)...)
 	if w != nil {
-		w.add(client)
+		w.Add(client)
 	}
-	watched := func(failure string) (*proc, *proc, string, string) {
+	watched := func(failure string) (*proc.Proc, *proc.Proc, string, string) {
 		if w != nil {
-			w.stop()
-			stall = w.stalled()
+			w.Stop()
+			stall = w.Stalled()
 		}
 		return server, client, failure, stall
 	}
-	if err := client.wait(); err != nil {
+	if err := client.Wait(); err != nil {
 		tcp := ""
 		if w != nil { // what siw's sockets held, before the server goes
 			tcp = "\n\nTCP sockets when the client failed:\n" + strings.Join(testutil.TCPSockets(), "\n")
 		}
-		server.cmd.Process.Kill()
-		server.wait()
+		server.Cmd.Process.Kill()
+		server.Wait()
 		return watched(fmt.Sprintf("client failed: %v\n\nserver %v%s", client, server, tcp))
 	}
-	if err := server.wait(); err != nil {
+	if err := server.Wait(); err != nil {
 		return watched(fmt.Sprintf("server failed: %v\n\nclient %v", server, client))
 	}
 	return server, client, "", ""
@@ -169,11 +170,11 @@ var (
 
 // parsePerfOutput picks the address and report lines out of one end's
 // stdout; the header lines are the tools' own business and not checked.
-func parsePerfOutput(t *testing.T, p *proc, lat bool) perfOutput {
+func parsePerfOutput(t *testing.T, p *proc.Proc, lat bool) perfOutput {
 	t.Helper()
 	var o perfOutput
 	var last *[]string
-	for _, line := range p.lines() {
+	for _, line := range p.Lines() {
 		if m := perfAddrRE.FindStringSubmatch(line); m != nil {
 			last = &o.local
 			if m[1] == "remote" {
@@ -303,7 +304,7 @@ func TestPerfSweep(t *testing.T) {
 	}
 }
 
-func checkPerfPair(t *testing.T, test perf.Test, iters int, sizes []uint64, server, client *proc) {
+func checkPerfPair(t *testing.T, test perf.Test, iters int, sizes []uint64, server, client *proc.Proc) {
 	t.Helper()
 	so, co := parsePerfOutput(t, server, test.Lat), parsePerfOutput(t, client, test.Lat)
 	if len(so.local) != 1 || len(co.local) != 1 || len(so.remote) != 1 || len(co.remote) != 1 {
@@ -342,9 +343,9 @@ func checkPerfPair(t *testing.T, test perf.Test, iters int, sizes []uint64, serv
 			t.Errorf("the read-lat server reported %q", so.reports)
 		}
 	}
-	for _, p := range []*proc{server, client} {
-		if s := p.stderr.String(); s != "" && strings.Contains(p.name, "go ") {
-			t.Errorf("%s wrote to stderr: %q", p.name, s)
+	for _, p := range []*proc.Proc{server, client} {
+		if s := p.Stderr.String(); s != "" && strings.Contains(p.Name, "go ") {
+			t.Errorf("%s wrote to stderr: %q", p.Name, s)
 		}
 	}
 }
@@ -353,19 +354,19 @@ func checkPerfPair(t *testing.T, test perf.Test, iters int, sizes []uint64, serv
 // size and iterations asked for; for goverbs' end also that the numbers
 // are numbers (tiny messages may round to 0.00 MB/s on this slow bed; the
 // message rate or a latency may not be 0).
-func checkPerfValues(t *testing.T, test perf.Test, p *proc, o perfOutput, iters int, sizes []uint64) {
+func checkPerfValues(t *testing.T, test perf.Test, p *proc.Proc, o perfOutput, iters int, sizes []uint64) {
 	t.Helper()
 	for i, v := range o.values {
 		if i >= len(sizes) || uint64(v[0]) != sizes[i] || int(v[1]) != iters {
-			t.Errorf("%s: report %q: want size %v, %d iterations", p.name, o.reports[i], sizes[min(i, len(sizes)-1)], iters)
+			t.Errorf("%s: report %q: want size %v, %d iterations", p.Name, o.reports[i], sizes[min(i, len(sizes)-1)], iters)
 			continue
 		}
-		if !strings.HasPrefix(p.name, "go ") {
+		if !strings.HasPrefix(p.Name, "go ") {
 			continue
 		}
 		for j, x := range v[2:] {
 			if x < 0 || math.IsInf(x, 0) || math.IsNaN(x) || (x == 0 && (test.Lat || j == len(v)-3)) {
-				t.Errorf("%s: report %q: column %d is %v", p.name, o.reports[i], j+3, x)
+				t.Errorf("%s: report %q: column %d is %v", p.Name, o.reports[i], j+3, x)
 			}
 		}
 	}

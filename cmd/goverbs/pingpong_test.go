@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/proc"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -100,32 +100,11 @@ func (b *ppBed) start(t *testing.T, impl, typ string, cpu int, args ...string) *
 	if b.taskset != "" && cpu >= 0 {
 		argv = append([]string{b.taskset, "-c", strconv.Itoa(cpu)}, argv...)
 	}
-	p, err := startProc(t, impl+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	p, err := proc.Start(t, impl+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// listening reports whether a TCP socket listens on port, from
-// /proc/net/tcp{,6}: a probe connection would use up the server's only
-// accept.
-func listening(port int) bool {
-	suffix := fmt.Sprintf(":%04X", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) > 3 && strings.HasSuffix(fields[1], suffix) && fields[3] == "0A" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // pair runs a server (impl srv) and a client (impl cli) with the same
@@ -137,8 +116,8 @@ func (b *ppBed) pair(t *testing.T, typ, srv, cli string, args ...string) (server
 	args = append([]string{"-d", b.dev, "-g", strconv.Itoa(b.gid), "-p", strconv.Itoa(port)}, args...)
 	server = b.start(t, srv, typ, 0, args...)
 	deadline := time.Now().Add(90 * time.Second)
-	for !listening(port) {
-		if server.exited() {
+	for !proc.TCPListening(port) {
+		if server.Exited() {
 			t.Fatalf("server exited before listening: %v", server)
 		}
 		if time.Now().After(deadline) {
@@ -148,19 +127,19 @@ func (b *ppBed) pair(t *testing.T, typ, srv, cli string, args ...string) (server
 	}
 	for try := 0; ; try++ {
 		client = b.start(t, cli, typ, 1, append(args, b.addr)...)
-		err := client.wait()
-		if err != nil && try < 20 && strings.Contains(client.stderr.String(), "Couldn't connect") && !server.exited() {
+		err := client.Wait()
+		if err != nil && try < 20 && strings.Contains(client.Stderr.String(), "Couldn't connect") && !server.Exited() {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		if err != nil {
-			server.cmd.Process.Kill()
-			server.wait()
+			server.Cmd.Process.Kill()
+			server.Wait()
 			t.Fatalf("client failed: %v\n\nserver %v", client, server)
 		}
 		break
 	}
-	if err := server.wait(); err != nil {
+	if err := server.Wait(); err != nil {
 		t.Fatalf("server failed: %v\n\nclient %v", server, client)
 	}
 	return server, client
@@ -186,17 +165,17 @@ var (
 func parsePPOutput(t *testing.T, typ string, p *ppProc) ppOutput {
 	t.Helper()
 	var o ppOutput
-	if s := p.stderr.String(); s != "" {
-		t.Errorf("%s wrote to stderr: %q", p.name, s)
+	if s := p.Stderr.String(); s != "" {
+		t.Errorf("%s wrote to stderr: %q", p.Name, s)
 	}
 	wantSep := ","
 	if typ == "ud" {
 		wantSep = ":"
 	}
-	for _, line := range strings.Split(strings.TrimSuffix(p.stdout.String(), "\n"), "\n") {
+	for _, line := range strings.Split(strings.TrimSuffix(p.Stdout.String(), "\n"), "\n") {
 		if m := ppLocalRE.FindStringSubmatch(line); m != nil {
 			if m[3] != wantSep {
-				t.Errorf("%s: local address line %q: want %q before GID", p.name, line, wantSep)
+				t.Errorf("%s: local address line %q: want %q before GID", p.Name, line, wantSep)
 			}
 			o.local = append(o.local, m[1]+" "+m[2]+" "+m[4])
 		} else if m := ppRemoteRE.FindStringSubmatch(line); m != nil {
@@ -208,11 +187,11 @@ func parsePPOutput(t *testing.T, typ string, p *ppProc) ppOutput {
 		} else if ppInvalRE.MatchString(line) {
 			o.invalid = append(o.invalid, line)
 		} else {
-			t.Errorf("%s: unexpected output line %q", p.name, line)
+			t.Errorf("%s: unexpected output line %q", p.Name, line)
 		}
 	}
 	if o.bytes == 0 && o.iters == 0 {
-		t.Errorf("%s: no closing lines in\n%s", p.name, p.stdout.String())
+		t.Errorf("%s: no closing lines in\n%s", p.Name, p.Stdout.String())
 	}
 	return o
 }
@@ -341,14 +320,14 @@ func TestPingpongValidate(t *testing.T) {
 				port := ppPort()
 				common := []string{"-d", bed.dev, "-g", strconv.Itoa(bed.gid), "-p", strconv.Itoa(port), "-n", "20", "-s", strconv.Itoa(size)}
 				server := bed.start(t, impls[0], typ, 0, append(common, "-c")...)
-				for !listening(port) && !server.exited() {
+				for !proc.TCPListening(port) && !server.Exited() {
 					time.Sleep(20 * time.Millisecond)
 				}
 				client := bed.start(t, impls[1], typ, 1, append(common, bed.addr)...)
-				if err := client.wait(); err != nil {
+				if err := client.Wait(); err != nil {
 					t.Fatalf("client: %v\nserver: %v", client, server)
 				}
-				if err := server.wait(); err != nil {
+				if err := server.Wait(); err != nil {
 					t.Fatalf("server: %v", server)
 				}
 				so := parsePPOutput(t, typ, server)
@@ -437,12 +416,12 @@ func TestPingpongUnusedGID(t *testing.T) {
 	unused := port.GIDTblLen - 1
 	server := bed.start(t, "go", "rc", 0, "-d", bed.dev, "-g", strconv.Itoa(unused), "-p", strconv.Itoa(ppPort()))
 	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(server.stdout.String(), "local address") && !server.exited() && time.Now().Before(deadline) {
+	for !strings.Contains(server.Stdout.String(), "local address") && !server.Exited() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	server.cmd.Process.Kill()
-	server.wait()
-	if !strings.Contains(server.stdout.String(), "GID ::\n") {
+	server.Cmd.Process.Kill()
+	server.Wait()
+	if !strings.Contains(server.Stdout.String(), "GID ::\n") {
 		t.Errorf("local address with unused GID index %d: %v", unused, server)
 	}
 }
@@ -468,11 +447,11 @@ func TestPingpongInProcessNoLeak(t *testing.T) {
 			defer wg.Done()
 			rc = run(args, &stdout, &stderr)
 		}()
-		for !listening(port) {
+		for !proc.TCPListening(port) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		client := bed.start(t, "c", typ, -1, append(append([]string(nil), args[3:]...), bed.addr)...)
-		cerr := client.wait()
+		cerr := client.Wait()
 		wg.Wait()
 		if rc != 0 || cerr != nil {
 			t.Fatalf("%s: server exit %d: %s%s\nclient %v", typ, rc, stdout.String(), stderr.String(), client)
@@ -499,7 +478,7 @@ func TestPingpongBench(t *testing.T) {
 			var usecs, mbits []float64
 			for range reps {
 				_, client := bed.pair(t, "rc", impls[0], impls[1], "-n", "1000", "-s", strconv.Itoa(size))
-				out := client.stdout.String()
+				out := client.Stdout.String()
 				for _, line := range strings.Split(out, "\n") {
 					if m := ppItersRE.FindStringSubmatch(line); m != nil {
 						v, _ := strconv.ParseFloat(m[3], 64)
@@ -528,20 +507,20 @@ func TestPingpongNoGID(t *testing.T) {
 			port := ppPort()
 			args := []string{"-d", bed.dev, "-p", strconv.Itoa(port), "-n", "10"}
 			server := bed.start(t, impls[0], "rc", 0, args...)
-			for !listening(port) && !server.exited() {
+			for !proc.TCPListening(port) && !server.Exited() {
 				time.Sleep(20 * time.Millisecond)
 			}
 			client := bed.start(t, impls[1], "rc", 1, append(args, bed.addr)...)
-			if err := client.wait(); err == nil || !strings.Contains(client.stderr.String(), "Couldn't read/write remote address") {
+			if err := client.Wait(); err == nil || !strings.Contains(client.Stderr.String(), "Couldn't read/write remote address") {
 				t.Errorf("client: want exit 1 and \"Couldn't read/write remote address\": %v", client)
 			}
-			if err := server.wait(); err == nil || !strings.Contains(server.stderr.String(), "Failed to modify QP to RTR") ||
-				!strings.Contains(server.stderr.String(), "Couldn't connect to remote QP") {
+			if err := server.Wait(); err == nil || !strings.Contains(server.Stderr.String(), "Failed to modify QP to RTR") ||
+				!strings.Contains(server.Stderr.String(), "Couldn't connect to remote QP") {
 				t.Errorf("server: want exit 1 and a failed RTR: %v", server)
 			}
 			for _, p := range []*ppProc{server, client} {
-				if p.cmd.ProcessState != nil && p.cmd.ProcessState.ExitCode() != 1 {
-					t.Errorf("%s: exit code %d, want 1", p.name, p.cmd.ProcessState.ExitCode())
+				if p.Cmd.ProcessState != nil && p.Cmd.ProcessState.ExitCode() != 1 {
+					t.Errorf("%s: exit code %d, want 1", p.Name, p.Cmd.ProcessState.ExitCode())
 				}
 			}
 		})

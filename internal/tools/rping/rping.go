@@ -1,6 +1,4 @@
-package main
-
-// goverbs rping: rdma-core's rping (librdmacm/examples/rping.c, rdma-core
+// Package rping is goverbs rping: rdma-core's rping (librdmacm/examples/rping.c, rdma-core
 // 44), an RC ping over the RDMA connection manager. Either end may be the C
 // tool: the messages, the RDMA operations, the states and the output
 // follow the C program.
@@ -15,6 +13,7 @@ package main
 // state variable and post a semaphore the main thread waits on; so do the
 // goroutines here, so that every check and message happens where the C
 // tool makes it.
+package rping
 
 import (
 	"bytes"
@@ -28,14 +27,11 @@ import (
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/tools/cmcommon"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
 )
-
-func init() {
-	commands["rping"] = command{"RDMA CM ping with RDMA READ/WRITE, like rping", runRping}
-}
 
 // The C tool's states (enum test_state); their numbers appear in its
 // messages.
@@ -99,30 +95,30 @@ type rpingOptions struct {
 
 // parseRpingArgs parses the command line as rping's getopt loop does. A
 // status >= 0 means stop with it.
-func parseRpingArgs(args []string, out, errw *cmOut) (*rpingOptions, int) {
+func parseRpingArgs(args []string, out, errw *cmcommon.Out) (*rpingOptions, int) {
 	o := &rpingOptions{server: -1, size: 64, port: rpingPort, addr: netip.IPv4Unspecified()}
 	ret := 0
 	// The C tool's DEBUG_LOG cmLines of option parsing, once -d is seen.
 	debugf := func(format string, args ...any) {
 		if o.debug {
-			out.printf(format, args...)
+			out.Printf(format, args...)
 		}
 	}
-	opts, _ := cmGetopt(args, "a:I:Pp:C:S:t:scvVdq")
+	opts, _ := cmcommon.Getopt(args, "a:I:Pp:C:S:t:scvVdq")
 	for _, op := range opts {
-		switch op.opt {
+		switch op.Opt {
 		case 'a':
-			a, err := cmLookup(op.arg)
+			a, err := cmcommon.Lookup(op.Arg)
 			if err != nil {
-				out.printf("getaddrinfo failed (%s) - invalid hostname or IP address\n", err)
+				out.Printf("getaddrinfo failed (%s) - invalid hostname or IP address\n", err)
 				ret = 255
 				break
 			}
 			o.addr, o.addrSet = a, true
 		case 'I':
-			a, err := cmLookup(op.arg)
+			a, err := cmcommon.Lookup(op.Arg)
 			if err != nil {
-				out.printf("getaddrinfo failed (%s) - invalid hostname or IP address\n", err)
+				out.Printf("getaddrinfo failed (%s) - invalid hostname or IP address\n", err)
 				ret = 255
 				break
 			}
@@ -130,9 +126,9 @@ func parseRpingArgs(args []string, out, errw *cmOut) (*rpingOptions, int) {
 		case 'P':
 			o.persistent = true
 		case 'p':
-			p, err := cmParsePort(op.arg)
+			p, err := cmcommon.ParsePort(op.Arg)
 			if err != nil {
-				errw.printf("Invalid port %s\n", op.arg)
+				errw.Printf("Invalid port %s\n", op.Arg)
 				ret = 22
 				break
 			}
@@ -145,18 +141,18 @@ func parseRpingArgs(args []string, out, errw *cmOut) (*rpingOptions, int) {
 			o.server = 0
 			debugf("client\n")
 		case 'S':
-			n, err := cmAtoi(op.arg)
+			n, err := cmcommon.Atoi(op.Arg)
 			if err != nil || n < rpingMinBufSize || n > rpingBufSize-1 {
-				errw.printf("Invalid size %s (valid range is %d to %d)\n", op.arg, rpingMinBufSize, rpingBufSize)
+				errw.Printf("Invalid size %s (valid range is %d to %d)\n", op.Arg, rpingMinBufSize, rpingBufSize)
 				ret = 22
 				break
 			}
 			o.size = n
 			debugf("size %d\n", n)
 		case 'C':
-			n, err := cmAtoi(op.arg)
+			n, err := cmcommon.Atoi(op.Arg)
 			if err != nil || n < 0 {
-				errw.printf("Invalid count %s\n", op.arg)
+				errw.Printf("Invalid count %s\n", op.Arg)
 				ret = 22
 				break
 			}
@@ -173,7 +169,7 @@ func parseRpingArgs(args []string, out, errw *cmOut) (*rpingOptions, int) {
 		case 'q':
 			o.selfQP = true
 		default: // '?', and -t, which the C tool accepts in getopt but not in its switch
-			out.printf(rpingUsage, "goverbs rping")
+			out.Printf(rpingUsage, "goverbs rping")
 			return nil, 22
 		}
 	}
@@ -181,35 +177,40 @@ func parseRpingArgs(args []string, out, errw *cmOut) (*rpingOptions, int) {
 		return nil, ret
 	}
 	if o.server == -1 {
-		out.printf(rpingUsage, "goverbs rping")
+		out.Printf(rpingUsage, "goverbs rping")
 		return nil, 22
 	}
 	if o.server == 0 && !o.addrSet {
-		errw.printf("goverbs rping: the client needs the server's address (-a addr)\n")
+		errw.Printf("goverbs rping: the client needs the server's address (-a addr)\n")
 		return nil, 22
 	}
 	if o.src.IsValid() && o.addr.Is4() != o.src.Is4() {
-		errw.printf("goverbs rping: -I %v and -a %v are of different address families\n", o.src, o.addr)
+		errw.Printf("goverbs rping: -I %v and -a %v are of different address families\n", o.src, o.addr)
 		return nil, 22
 	}
 	return o, -1
 }
 
-func runRping(args []string, stdout, stderr io.Writer) int {
-	out, errw := &cmOut{w: stdout}, &cmOut{w: stderr}
+// Summary is goverbs rping's line in goverbs' command list.
+const Summary = "RDMA CM ping with RDMA READ/WRITE, like rping"
+
+// Main is goverbs rping: args are its arguments after the subcommand; it
+// returns the exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	out, errw := &cmcommon.Out{W: stdout}, &cmcommon.Out{W: stderr}
 	o, status := parseRpingArgs(args, out, errw)
 	if status >= 0 {
 		return status
 	}
 	r := &rping{o: o, out: out, errw: errw}
-	ch, status := cmNewChannel(errw)
+	ch, status := cmcommon.NewChannel(errw)
 	if ch == nil {
 		return status
 	}
 	defer ch.Close()
 	id, err := ch.CreateID(cm.TCP)
 	if err != nil {
-		errw.printf("rdma_create_id: %s\n", cmStrerror(err))
+		errw.Printf("rdma_create_id: %s\n", cmcommon.Strerror(err))
 		return 255
 	}
 	r.debugf("created cm_id %p\n", id)
@@ -224,18 +225,18 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	}
 	r.debugf("destroy cm_id %p\n", id)
 	id.Close()
-	return cmExit(ret)
+	return cmcommon.Exit(ret)
 }
 
 // rping is one run.
 type rping struct {
 	o         *rpingOptions
-	out, errw *cmOut
+	out, errw *cmcommon.Out
 }
 
 func (r *rping) debugf(format string, args ...any) {
 	if r.o.debug {
-		r.out.printf(format, args...)
+		r.out.Printf(format, args...)
 	}
 }
 
@@ -296,7 +297,7 @@ func (c *rpingConn) post() {
 // state it ends in by name.
 func (c *rpingConn) waitFor(want int, name string) bool {
 	if s := c.wait(); s != want {
-		c.errw.printf("wait for %s state %d\n", name, s)
+		c.errw.Printf("wait for %s state %d\n", name, s)
 		return false
 	}
 	return true
@@ -332,7 +333,7 @@ func (c *rpingConn) cmEvent(ev cm.Event) {
 		}
 		c.post()
 	case cm.EventAddrError, cm.EventRouteError, cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
-		c.errw.printf("cma event %s, error %d\n", ev.Type, ev.Status)
+		c.errw.Printf("cma event %s, error %d\n", ev.Type, ev.Status)
 		c.setState(rpingError) // the C tool exits here
 		c.post()
 	case cm.EventDisconnected:
@@ -340,7 +341,7 @@ func (c *rpingConn) cmEvent(ev cm.Event) {
 		if c.server {
 			who = "server"
 		}
-		c.errw.printf("%s DISCONNECT EVENT...\n", who)
+		c.errw.Printf("%s DISCONNECT EVENT...\n", who)
 		c.setState(rpingDisconnected)
 		select {
 		case <-c.disconnected:
@@ -349,11 +350,11 @@ func (c *rpingConn) cmEvent(ev cm.Event) {
 		}
 		c.post()
 	case cm.EventDeviceRemoval:
-		c.errw.printf("cma detected device removal!!!!\n")
+		c.errw.Printf("cma detected device removal!!!!\n")
 		c.setState(rpingError)
 		c.post()
 	default:
-		c.errw.printf("unhandled event: %s, ignoring\n", ev.Type)
+		c.errw.Printf("unhandled event: %s, ignoring\n", ev.Type)
 	}
 }
 
@@ -371,7 +372,7 @@ func (c *rpingConn) startCM() {
 			ev, err := c.id.Event(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
-					c.errw.printf("rdma_get_cm_event: %s\n", cmStrerror(err))
+					c.errw.Printf("rdma_get_cm_event: %s\n", cmcommon.Strerror(err))
 					c.setState(rpingError)
 					c.post()
 				}
@@ -386,11 +387,11 @@ func (c *rpingConn) startCM() {
 // event the way the C tool's event handler does, or a failed command the
 // way perror does.
 func (c *rpingConn) eventFailed(err error, call string) {
-	if ee, ok := cmEventError(err); ok {
-		c.errw.printf("cma event %s, error %d\n", ee.Event, ee.Status)
+	if ee, ok := cmcommon.EventError(err); ok {
+		c.errw.Printf("cma event %s, error %d\n", ee.Event, ee.Status)
 		return
 	}
-	c.errw.printf("%s: %s\n", call, cmStrerror(err))
+	c.errw.Printf("%s: %s\n", call, cmcommon.Strerror(err))
 }
 
 // setupQP creates the PD, the completion channel, the CQ and the QP, as
@@ -399,28 +400,28 @@ func (c *rpingConn) setupQP() error {
 	dev := c.id.Context()
 	var err error
 	if c.pd, err = dev.AllocPD(); err != nil {
-		c.errw.printf("ibv_alloc_pd failed\n")
+		c.errw.Printf("ibv_alloc_pd failed\n")
 		return err
 	}
 	c.debugf("created pd %p\n", c.pd)
 	if c.cch, err = dev.NewCompChannel(); err != nil {
-		c.errw.printf("ibv_create_comp_channel failed\n")
+		c.errw.Printf("ibv_create_comp_channel failed\n")
 		return err
 	}
 	c.debugf("created channel %p\n", c.cch)
 	if c.cq, err = cq.New(dev, cq.Options{CQE: rpingSQDepth * 2, Channel: c.cch}); err != nil {
-		c.errw.printf("ibv_create_cq failed\n")
+		c.errw.Printf("ibv_create_cq failed\n")
 		return err
 	}
 	c.debugf("created cq %p\n", c.cq)
 	if err = c.cq.ReqNotify(false); err != nil {
-		c.errw.printf("ibv_create_cq failed\n")
+		c.errw.Printf("ibv_create_cq failed\n")
 		return err
 	}
 	c.qp, err = c.id.CreateQP(c.pd, qp.Options{SendCQ: c.cq, RecvCQ: c.cq,
 		Caps: qp.Caps{MaxSendWR: rpingSQDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
-		c.errw.printf("rdma_create_qp: %s\n", cmStrerror(err))
+		c.errw.Printf("rdma_create_qp: %s\n", cmcommon.Strerror(err))
 		return err
 	}
 	c.debugf("created qp %p\n", c.qp)
@@ -432,21 +433,21 @@ func (c *rpingConn) setupBuffers() error {
 	c.debugf("rping_setup_buffers called on cb %p\n", c)
 	var err error
 	if c.recvMR, err = mr.New(c.pd, rpingInfoLen, mr.LocalWrite); err != nil {
-		c.errw.printf("recv_buf reg_mr failed\n")
+		c.errw.Printf("recv_buf reg_mr failed\n")
 		return err
 	}
 	if c.sendMR, err = mr.New(c.pd, rpingInfoLen, 0); err != nil {
-		c.errw.printf("send_buf reg_mr failed\n")
+		c.errw.Printf("send_buf reg_mr failed\n")
 		return err
 	}
 	remote := mr.LocalWrite | mr.RemoteRead | mr.RemoteWrite
 	if c.rdmaMR, err = mr.New(c.pd, c.o.size, remote); err != nil {
-		c.errw.printf("rdma_buf reg_mr failed\n")
+		c.errw.Printf("rdma_buf reg_mr failed\n")
 		return err
 	}
 	if !c.server {
 		if c.startMR, err = mr.New(c.pd, c.o.size, remote); err != nil {
-			c.errw.printf("start_buf reg_mr failed\n")
+			c.errw.Printf("start_buf reg_mr failed\n")
 			return err
 		}
 	}
@@ -535,7 +536,7 @@ func (c *rpingConn) startCQ() {
 			}
 			if err := c.cq.Wait(ctx); err != nil {
 				if ctx.Err() == nil {
-					c.errw.printf("Failed to get cq event!\n")
+					c.errw.Printf("Failed to get cq event!\n")
 					c.setState(rpingError)
 					c.post()
 				}
@@ -553,7 +554,7 @@ func (c *rpingConn) cqEvent() int {
 	for {
 		n, err := c.cq.Poll(wcs[:])
 		if err != nil {
-			c.errw.printf("poll error %d\n", -1)
+			c.errw.Printf("poll error %d\n", -1)
 			c.setState(rpingError)
 			c.post()
 			return -1
@@ -567,7 +568,7 @@ func (c *rpingConn) cqEvent() int {
 				flushed = 1
 				continue
 			}
-			c.errw.printf("cq completion failed status %d\n", wc.Status)
+			c.errw.Printf("cq completion failed status %d\n", wc.Status)
 			c.setState(rpingError)
 			c.post()
 			return -1
@@ -592,13 +593,13 @@ func (c *rpingConn) cqEvent() int {
 				ret = c.clientRecv(wc)
 			}
 			if ret != 0 {
-				c.errw.printf("recv wc error: %d\n", ret)
+				c.errw.Printf("recv wc error: %d\n", ret)
 				c.setState(rpingError)
 				c.post()
 				return ret
 			}
 			if err := c.postRecv(); err != nil {
-				c.errw.printf("post recv error: %d\n", -1)
+				c.errw.Printf("post recv error: %d\n", -1)
 				c.setState(rpingError)
 				c.post()
 				return -1
@@ -615,7 +616,7 @@ func (c *rpingConn) cqEvent() int {
 
 func (c *rpingConn) serverRecv(wc *verbs.WorkCompletion) int {
 	if wc.ByteLen != rpingInfoLen {
-		c.errw.printf("Received bogus data, size %d\n", wc.ByteLen)
+		c.errw.Printf("Received bogus data, size %d\n", wc.ByteLen)
 		return -1
 	}
 	info := c.recvMR.Bytes()
@@ -634,7 +635,7 @@ func (c *rpingConn) serverRecv(wc *verbs.WorkCompletion) int {
 
 func (c *rpingConn) clientRecv(wc *verbs.WorkCompletion) int {
 	if wc.ByteLen != rpingInfoLen {
-		c.errw.printf("Received bogus data, size %d\n", wc.ByteLen)
+		c.errw.Printf("Received bogus data, size %d\n", wc.ByteLen)
 		return -1
 	}
 	c.mu.Lock()
@@ -666,7 +667,7 @@ func (c *rpingConn) testServer() int {
 		}
 		c.debugf("server received sink adv\n")
 		if err := c.postRDMA(verbs.WRRDMARead, c.remoteLength()); err != nil {
-			c.errw.printf("post send error %d\n", -1)
+			c.errw.Printf("post send error %d\n", -1)
 			ret = -1
 			break
 		}
@@ -677,11 +678,11 @@ func (c *rpingConn) testServer() int {
 		}
 		c.debugf("server received read complete\n")
 		if c.o.verbose {
-			c.out.printf("server ping data: %s\n", cmCString(c.rdmaMR.Bytes()))
+			c.out.Printf("server ping data: %s\n", cmCString(c.rdmaMR.Bytes()))
 		}
 		// Tell the client to continue.
 		if err := c.postSend(); err != nil {
-			c.errw.printf("post send error %d\n", -1)
+			c.errw.Printf("post send error %d\n", -1)
 			ret = -1
 			break
 		}
@@ -697,7 +698,7 @@ func (c *rpingConn) testServer() int {
 		n = min(n, c.rdmaMR.Len())
 		c.debugf("rdma write from lkey %x laddr %x len %d\n", c.rdmaMR.LKey(), c.rdmaMR.IOVA(), n)
 		if err := c.postRDMA(verbs.WRRDMAWrite, uint32(n)); err != nil {
-			c.errw.printf("post send error %d\n", -1)
+			c.errw.Printf("post send error %d\n", -1)
 			ret = -1
 			break
 		}
@@ -708,7 +709,7 @@ func (c *rpingConn) testServer() int {
 		c.debugf("server rdma write complete \n")
 		// Tell the client to begin again.
 		if err := c.postSend(); err != nil {
-			c.errw.printf("post send error %d\n", -1)
+			c.errw.Printf("post send error %d\n", -1)
 			ret = -1
 			break
 		}
@@ -745,7 +746,7 @@ func (c *rpingConn) testClient() int {
 
 		c.formatSend(c.startMR)
 		if err := c.postSend(); err != nil {
-			c.errw.printf("post send error %d\n", -1)
+			c.errw.Printf("post send error %d\n", -1)
 			ret = -1
 			break
 		}
@@ -756,7 +757,7 @@ func (c *rpingConn) testClient() int {
 		}
 		c.formatSend(c.rdmaMR)
 		if err := c.postSend(); err != nil {
-			c.errw.printf("post send error %d\n", -1)
+			c.errw.Printf("post send error %d\n", -1)
 			ret = -1
 			break
 		}
@@ -767,12 +768,12 @@ func (c *rpingConn) testClient() int {
 		}
 		sink := c.rdmaMR.Bytes()[:c.o.size]
 		if c.o.validate && !bytes.Equal(buf, sink) {
-			c.errw.printf("data mismatch!\n")
+			c.errw.Printf("data mismatch!\n")
 			ret = -1
 			break
 		}
 		if c.o.verbose {
-			c.out.printf("ping data: %s\n", cmCString(sink))
+			c.out.Printf("ping data: %s\n", cmCString(sink))
 		}
 	}
 	if c.getState() == rpingDisconnected {
@@ -817,9 +818,9 @@ func (c *rpingConn) runClient() int {
 	if err := c.id.ResolveAddr(ctx, src, netip.AddrPortFrom(c.o.addr, c.o.port)); err != nil {
 		if cmIsEvent(err) {
 			c.eventFailed(err, "rdma_resolve_addr")
-			c.errw.printf("waiting for addr/route resolution state %d\n", c.getState())
+			c.errw.Printf("waiting for addr/route resolution state %d\n", c.getState())
 		} else {
-			c.errw.printf("rdma_resolve_addr: %s\n", cmStrerror(err))
+			c.errw.Printf("rdma_resolve_addr: %s\n", cmcommon.Strerror(err))
 		}
 		return -1
 	}
@@ -829,10 +830,10 @@ func (c *rpingConn) runClient() int {
 		if cmIsEvent(err) {
 			c.eventFailed(err, "rdma_resolve_route")
 		} else {
-			c.errw.printf("rdma_resolve_route: %s\n", cmStrerror(err))
+			c.errw.Printf("rdma_resolve_route: %s\n", cmcommon.Strerror(err))
 			c.setState(rpingError)
 		}
-		c.errw.printf("waiting for addr/route resolution state %d\n", c.getState())
+		c.errw.Printf("waiting for addr/route resolution state %d\n", c.getState())
 		return -1
 	}
 	c.debugf("cma_event type %s cma_id %p (parent)\n", cm.EventRouteResolved, c.id)
@@ -850,11 +851,11 @@ func (c *rpingConn) runClient() int {
 	if err != nil {
 		if cmIsEvent(err) {
 			c.eventFailed(err, "rdma_connect")
-			c.errw.printf("wait for CONNECTED state %d\n", c.getState())
+			c.errw.Printf("wait for CONNECTED state %d\n", c.getState())
 		} else {
-			c.errw.printf("rdma_connect: %s\n", cmStrerror(err))
+			c.errw.Printf("rdma_connect: %s\n", cmcommon.Strerror(err))
 		}
-		c.errw.printf("connect error %d\n", -1)
+		c.errw.Printf("connect error %d\n", -1)
 		c.stop(false)
 		return -1
 	}
@@ -866,7 +867,7 @@ func (c *rpingConn) runClient() int {
 
 	ret := c.testClient()
 	if ret != 0 {
-		c.errw.printf("rping client failed: %d\n", ret)
+		c.errw.Printf("rping client failed: %d\n", ret)
 	}
 	c.id.Disconnect()
 	c.stop(true)
@@ -876,20 +877,20 @@ func (c *rpingConn) runClient() int {
 // cmIsEvent reports whether err is a failure the connection manager
 // reported in an event.
 func cmIsEvent(err error) bool {
-	_, ok := cmEventError(err)
+	_, ok := cmcommon.EventError(err)
 	return ok
 }
 
 // bindServer is rping_bind_server.
 func (r *rping) bindServer(id *cm.ID) int {
 	if err := id.Bind(netip.AddrPortFrom(r.o.addr, r.o.port)); err != nil {
-		r.errw.printf("rdma_bind_addr: %s\n", cmStrerror(err))
+		r.errw.Printf("rdma_bind_addr: %s\n", cmcommon.Strerror(err))
 		return -1
 	}
 	r.debugf("rdma_bind_addr successful\n")
 	r.debugf("rdma_listen\n")
 	if err := id.Listen(3); err != nil {
-		r.errw.printf("rdma_listen: %s\n", cmStrerror(err))
+		r.errw.Printf("rdma_listen: %s\n", cmcommon.Strerror(err))
 		return -1
 	}
 	return 0
@@ -900,12 +901,12 @@ func (r *rping) bindServer(id *cm.ID) int {
 func (r *rping) getRequest(id *cm.ID, state int) (*rpingConn, cm.Event, int) {
 	child, ev, err := id.GetRequest(context.Background())
 	if err != nil {
-		if ee, ok := cmEventError(err); ok {
-			r.errw.printf("cma event %s, error %d\n", ee.Event, ee.Status)
+		if ee, ok := cmcommon.EventError(err); ok {
+			r.errw.Printf("cma event %s, error %d\n", ee.Event, ee.Status)
 		} else {
-			r.errw.printf("rdma_get_cm_event: %s\n", cmStrerror(err))
+			r.errw.Printf("rdma_get_cm_event: %s\n", cmcommon.Strerror(err))
 		}
-		r.errw.printf("wait for CONNECT_REQUEST state %d\n", state)
+		r.errw.Printf("wait for CONNECT_REQUEST state %d\n", state)
 		return nil, ev, -1
 	}
 	c := r.newConn(child)
@@ -918,12 +919,12 @@ func (r *rping) getRequest(id *cm.ID, state int) (*rpingConn, cm.Event, int) {
 // accept is rping_accept.
 func (c *rpingConn) accept(req cm.Event) int {
 	c.debugf("accepting client connection request\n")
-	if err := c.id.Accept(context.Background(), cmAcceptParam(c.id, req)); err != nil {
+	if err := c.id.Accept(context.Background(), cmcommon.AcceptParam(c.id, req)); err != nil {
 		if cmIsEvent(err) {
 			c.eventFailed(err, "rdma_accept")
-			c.errw.printf("wait for CONNECTED state %d\n", rpingError)
+			c.errw.Printf("wait for CONNECTED state %d\n", rpingError)
 		} else {
-			c.errw.printf("rdma_accept: %s\n", cmStrerror(err))
+			c.errw.Printf("rdma_accept: %s\n", cmcommon.Strerror(err))
 		}
 		return -1
 	}
@@ -938,18 +939,18 @@ func (c *rpingConn) accept(req cm.Event) int {
 // for the step that fails; on failure nothing is left to release.
 func (c *rpingConn) prepare() bool {
 	if err := c.setupQP(); err != nil {
-		c.errw.printf("setup_qp failed: %d\n", -1)
+		c.errw.Printf("setup_qp failed: %d\n", -1)
 		c.freeQP()
 		return false
 	}
 	if err := c.setupBuffers(); err != nil {
-		c.errw.printf("rping_setup_buffers failed: %d\n", -1)
+		c.errw.Printf("rping_setup_buffers failed: %d\n", -1)
 		c.freeBuffers()
 		c.freeQP()
 		return false
 	}
 	if err := c.postRecv(); err != nil {
-		c.errw.printf("ibv_post_recv failed: %d\n", -1)
+		c.errw.Printf("ibv_post_recv failed: %d\n", -1)
 		c.release()
 		return false
 	}
@@ -973,13 +974,13 @@ func (c *rpingConn) serve(req cm.Event, persistent bool) int {
 	defer c.release()
 	c.startCQ()
 	if ret := c.accept(req); ret != 0 {
-		c.errw.printf("connect error %d\n", ret)
+		c.errw.Printf("connect error %d\n", ret)
 		c.stop(false)
 		return ret
 	}
 	ret := c.testServer()
 	if ret != 0 && !persistent {
-		c.errw.printf("rping server failed: %d\n", ret)
+		c.errw.Printf("rping server failed: %d\n", ret)
 	}
 	c.id.Disconnect()
 	c.stop(true)
