@@ -1,0 +1,738 @@
+package rsocket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/goverbs/goverbs/cm"
+	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/mr"
+	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
+)
+
+// recvFlag marks the wr_id of a receive (C's RS_WR_ID_FLAG_RECV); send
+// work requests carry their message as wr_id, as in C.
+const recvFlag = 1 << 63
+
+// closeTimeout bounds how long Close waits for its disconnect message
+// (and what was posted before it) to complete: a peer that is gone
+// makes the device retry for a while before failing it.
+const closeTimeout = 3 * time.Second
+
+// Conn is a stream connection over RDMA, speaking librdmacm's rsocket
+// protocol: the peer may be another Conn or a C program using rsockets
+// (rstream, riostream, anything on librdmacm's rsocket API). It
+// implements net.Conn.
+//
+// One Read and one Write may run at once (each is serialized with
+// itself); Close, CloseWrite, CloseRead and the deadline setters may be
+// called at any time and wake blocked calls. Read and Write allocate
+// nothing once the connection is running.
+type Conn struct {
+	ch            *cm.Channel
+	id            *cm.ID
+	pd            *verbs.PD
+	cch           *verbs.CompChannel
+	cq            *cq.CQ
+	qp            *qp.QP
+	smr, tmr, rmr *mr.MR
+	sbuf, rbuf    []byte
+	laddr, raddr  *Addr
+	keepalive     time.Duration
+	iwarp         bool
+
+	readMu  sync.Mutex // held by Read, CloseRead and Close
+	writeMu sync.Mutex // held by Write, CloseWrite and Close
+
+	mu      sync.Mutex // the rest
+	s       *stream
+	closing bool // Close has begun: calls fail with net.ErrClosed
+	freed   bool // the verbs objects are gone
+	localWR bool // CloseWrite was called
+	localRD bool // CloseRead was called
+
+	// Waiting (wait.go).
+	bg         context.Context // ends with Close
+	bgCancel   context.CancelFunc
+	waitCtx    context.Context // what the leader waits with; replaced when kicked
+	waitCancel context.CancelFunc
+	leader     *waiter
+	rw, ww, cw waiter // Read's, Write's (and CloseWrite's), Close's
+
+	wc      [32]verbs.WorkCompletion
+	recvWRs []verbs.RecvWR
+	ctrlWR  [1]verbs.SendWR
+	ctrlSGE [1]verbs.SGE
+	ctrlBuf [maxCtrlMsg]byte
+	dataWR  [1]verbs.SendWR
+	dataSGE [2]verbs.SGE
+
+	kaTimer *time.Timer
+	cmDone  chan struct{}
+}
+
+// Addr is the address of one end of an rsocket connection: an IP address
+// and a port of rdma_cm's TCP port space, which is rsocket's.
+type Addr struct {
+	netip.AddrPort
+}
+
+// Network returns "rsocket".
+func (a *Addr) Network() string { return "rsocket" }
+
+// String returns the address as host:port.
+func (a *Addr) String() string { return a.AddrPort.String() }
+
+// newConn creates the connection's verbs objects on id's device (C's
+// rs_create_ep and rs_init_bufs): one CQ with a completion channel for
+// both directions, an RC QP, the send buffer, the target SGL (and iomap
+// table) and the receive buffer, and posts the receives. It does not
+// connect. On failure everything it made is closed (and id and ch too).
+func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
+	c := &Conn{ch: ch, id: id, keepalive: cfg.keepalive, cmDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			c.free()
+		}
+	}()
+	dev := id.Context()
+	if dev == nil {
+		return nil, errors.New("rsocket: the connection's ID is not bound to a device")
+	}
+	c.iwarp = dev.Device().NodeType.Transport() == verbs.TransportIWARP
+	if c.iwarp {
+		// C sends every message as a WRITE plus a SEND there
+		// (RS_OPT_MSG_SEND), which this package does not implement.
+		return nil, fmt.Errorf("rsocket: %s is an iWARP device (no RDMA WRITE WITH IMM): %w",
+			dev.Device().Name, verbs.ErrNotCapable)
+	}
+	attr, err := dev.QueryDevice()
+	if err != nil {
+		return nil, err
+	}
+	// rs_set_qp_size.
+	maxWR := min(attr.MaxQPWR, qpMaxSize)
+	sqSize := clamp(cfg.sqSize, qpMinSize, maxWR)
+	rqSize := clamp(cfg.rqSize, qpMinSize, maxWR)
+
+	if c.pd, err = dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if c.cch, err = dev.NewCompChannel(); err != nil {
+		return nil, err
+	}
+	if c.cq, err = cq.New(dev, cq.Options{CQE: sqSize + rqSize, Channel: c.cch}); err != nil {
+		return nil, err
+	}
+	c.qp, err = id.CreateQP(c.pd, qp.Options{
+		SendCQ: c.cq, RecvCQ: c.cq, SigAll: true,
+		Caps: qp.Caps{MaxSendWR: sqSize, MaxRecvWR: rqSize, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: cfg.inline},
+	})
+	if err != nil {
+		return nil, err
+	}
+	inline := c.qp.Caps().MaxInlineData // C adopts what the provider grants
+	sbufLen := cfg.sbufSize
+	if inline < maxCtrlMsg {
+		sbufLen += maxCtrlMsg * qpCtrlSize // control messages' slots
+	}
+	if c.smr, err = mr.New(c.pd, sbufLen, mr.LocalWrite); err != nil {
+		return nil, err
+	}
+	if c.tmr, err = mr.New(c.pd, sglSize*sgeSize+cfg.iomapSize*iomapSize, mr.LocalWrite|mr.RemoteWrite); err != nil {
+		return nil, err
+	}
+	if c.rmr, err = mr.New(c.pd, cfg.rbufSize, mr.LocalWrite|mr.RemoteWrite); err != nil {
+		return nil, err
+	}
+	c.sbuf, c.rbuf = c.smr.Bytes(), c.rmr.Bytes()[:cfg.rbufSize]
+	c.s = newStream(streamConfig{
+		sqSize: sqSize, rqSize: rqSize, sqInline: inline,
+		sbufSize: cfg.sbufSize, rbufSize: cfg.rbufSize,
+		rbufAddr: c.rmr.IOVA(), rbufKey: c.rmr.RKey(),
+		tmem: c.tmr.Bytes(), iomapLen: cfg.iomapSize,
+	})
+	// rs_create_ep posts rq_size receives before connecting: each
+	// WRITE WITH IMM consumes one and places nothing in it.
+	c.recvWRs = make([]verbs.RecvWR, rqSize)
+	for i := range c.recvWRs {
+		c.recvWRs[i].WRID = recvFlag
+	}
+	if err := c.qp.PostRecv(c.recvWRs); err != nil {
+		return nil, fmt.Errorf("rsocket: post receives: %w", err)
+	}
+	c.bg, c.bgCancel = context.WithCancel(context.Background())
+	c.waitCtx, c.waitCancel = context.WithCancel(c.bg)
+	c.rw.init(c)
+	c.ww.init(c)
+	c.cw.init(c)
+	return c, nil
+}
+
+// connData is the private data this side sends.
+func (c *Conn) connData() [connDataSize]byte {
+	d := c.s.localConnData(c.tmr.IOVA(), c.tmr.RKey())
+	return d.marshal()
+}
+
+// start runs the connection once the CM has established it: it learns
+// the addresses, watches the CM for the peer's disconnect and starts the
+// keepalive.
+func (c *Conn) start() {
+	if info, err := c.id.Query(); err == nil {
+		c.laddr, c.raddr = &Addr{info.Src}, &Addr{info.Dst}
+	} else {
+		c.laddr, c.raddr = &Addr{}, &Addr{}
+	}
+	// C publishes the second half of its receive buffer with the first
+	// credit update its application's first call sends; doing it now
+	// gives the peer the whole buffer from the start (a C sender takes
+	// an SGL update whenever it comes).
+	c.mu.Lock()
+	c.progress()
+	c.mu.Unlock()
+	go c.watchCM()
+	if c.keepalive > 0 {
+		c.kaTimer = time.AfterFunc(c.keepalive, c.sendKeepalive)
+	}
+}
+
+// watchCM turns the CM's DISCONNECTED into a connection state, as
+// rsocket's connect_svc thread does: a peer whose ID went away without
+// the in-band disconnect (its process died) resets the connection.
+func (c *Conn) watchCM() {
+	defer close(c.cmDone)
+	for {
+		ev, err := c.id.Event(c.bg)
+		if err != nil {
+			return
+		}
+		if ev.Type != cm.EventDisconnected && ev.Type != cm.EventDeviceRemoval {
+			continue
+		}
+		c.mu.Lock()
+		if !c.freed {
+			c.progress() // an in-band disconnect that came first counts
+			if c.s.state&stConnected != 0 {
+				c.s.state = stDisconnected
+				c.s.err = syscall.ECONNRESET
+			}
+			c.wakeAll(nil)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// sendKeepalive posts rsocket's keepalive (tcp_svc_send_keepalive): a
+// zero-length RDMA WRITE without immediate, to address 0 with rkey 0,
+// which the peer's device acknowledges and its application never sees.
+func (c *Conn) sendKeepalive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.freed || c.closing {
+		return
+	}
+	c.progress() // give back control slots of earlier messages
+	if c.s.ctrlAvail() && c.s.state&stConnected != 0 {
+		c.s.ctrlSeq++
+		c.ctrlWR[0] = verbs.SendWR{WRID: uint64(msg(opCtrl, ctrlKeepalive)), Opcode: verbs.WRRDMAWrite}
+		c.postCtrl()
+	}
+	c.kaTimer.Reset(c.keepalive)
+}
+
+// progress polls the CQ dry and applies every completion
+// (rs_poll_cq), re-posts a receive for each one consumed, and grants
+// credits when due (rs_update_credits, before and after, as
+// rs_process_cq does). Blocked calls that may proceed are woken. The
+// caller holds c.mu.
+func (c *Conn) progress() {
+	c.updateCredits()
+	did := false
+	for {
+		n, err := c.cq.Poll(c.wc[:])
+		if err != nil {
+			c.s.fail(err)
+			break
+		}
+		recvs := 0
+		for i := range c.wc[:n] {
+			wc := &c.wc[i]
+			if wc.WRID&recvFlag == 0 {
+				c.s.sent(wc.WRID, wc.Status == verbs.WCSuccess)
+				if wc.Status != verbs.WCSuccess && c.s.err == errSendFailed {
+					c.s.err = &CompletionError{Op: wc.Opcode, Status: wc.Status}
+				}
+				continue
+			}
+			switch {
+			case wc.Status != verbs.WCSuccess:
+				// C skips failed receives. They come from a QP in
+				// the error state: past a disconnect, a flush;
+				// before it, the connection is broken.
+				if c.s.state&stConnected != 0 {
+					c.s.fail(&CompletionError{Op: wc.Opcode, Status: wc.Status})
+				}
+			case c.s.state&(stConnected|stError) != stConnected:
+				// Past the peer's disconnect (C stops polling there).
+			case wc.Flags&verbs.WCWithImm == 0:
+				c.s.fail(protocolError("a receive without immediate data (opcode %v, %d bytes)", wc.Opcode, wc.ByteLen))
+			default:
+				recvs++
+				if err := c.s.recv(wc.Imm(), wc.ByteLen); err != nil {
+					c.s.fail(err)
+				}
+			}
+		}
+		if recvs > 0 && c.s.state&stConnected != 0 {
+			if err := c.qp.PostRecv(c.recvWRs[:recvs]); err != nil {
+				c.s.fail(err)
+			}
+		}
+		if n > 0 {
+			did = true
+		}
+		if n < len(c.wc) {
+			break
+		}
+	}
+	c.updateCredits()
+	if did {
+		c.wakeFollowers()
+	}
+}
+
+// errSendFailed marks a failed send completion until progress puts the
+// completion's status in its place.
+var errSendFailed = errors.New("rsocket: send failed")
+
+// CompletionError is the error of a connection whose work request
+// completed with an error status: the peer went away (retries exceeded)
+// or refused an access.
+type CompletionError struct {
+	Op     verbs.WCOpcode
+	Status verbs.WCStatus
+}
+
+func (e *CompletionError) Error() string {
+	return fmt.Sprintf("rsocket: %v completed with status %v", e.Op, e.Status)
+}
+
+// Unwrap makes errors.Is(err, syscall.EIO) hold, the errno C's rsocket
+// reports for it.
+func (e *CompletionError) Unwrap() error { return syscall.EIO }
+
+// updateCredits sends a credit (and SGL) update when one is due.
+func (c *Conn) updateCredits() {
+	if !c.s.giveCredits() {
+		return
+	}
+	cr := c.s.credits()
+	c.ctrlWR[0] = verbs.SendWR{WRID: uint64(cr.imm), Opcode: verbs.WRRDMAWriteWithImm, Imm: cr.imm}
+	if cr.sge {
+		wr := &c.ctrlWR[0]
+		wr.RemoteAddr, wr.RKey = cr.raddr, cr.rkey
+		if c.s.sqInline >= sgeSize {
+			c.ctrlBuf = cr.e
+			wr.InlineData = c.ctrlBuf[:]
+		} else {
+			// rs_get_ctrl_buf: one of four slots after the send
+			// buffer, in turn; a slot comes round again only after
+			// its message completed (at most four are in flight).
+			off := c.s.sbufSize + maxCtrlMsg*int(c.s.ctrlSeq&(qpCtrlSize-1))
+			copy(c.sbuf[off:off+sgeSize], cr.e[:])
+			c.ctrlSGE[0] = verbs.SGE{Addr: c.smr.IOVA() + uint64(off), Length: sgeSize, LKey: c.smr.LKey()}
+			wr.SGList = c.ctrlSGE[:]
+		}
+	}
+	c.postCtrl()
+}
+
+// postCtrl posts c.ctrlWR[0], whose control slot the caller took.
+func (c *Conn) postCtrl() {
+	err := c.qp.PostSend(c.ctrlWR[:])
+	c.ctrlWR[0] = verbs.SendWR{}
+	if err != nil {
+		c.s.fail(fmt.Errorf("rsocket: post: %w", err))
+	}
+}
+
+// postCtrlMsg sends control message code (rs_post_msg): a zero-length
+// WRITE WITH IMM, whose remote address and key the peer does not check.
+func (c *Conn) postCtrlMsg(code uint32) {
+	m := msg(opCtrl, code)
+	c.s.ctrlSeq++
+	c.ctrlWR[0] = verbs.SendWR{WRID: uint64(m), Opcode: verbs.WRRDMAWriteWithImm, Imm: m}
+	c.postCtrl()
+}
+
+// Read reads received data into p: what has arrived, up to len(p),
+// waiting for some if there is none. After the peer's CloseWrite or
+// Close, Read returns the data that came before it and then io.EOF.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.closing {
+			return 0, c.opError("read", net.ErrClosed)
+		}
+		if c.rw.expired() {
+			return 0, c.opError("read", errTimeout)
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if !c.s.haveData() {
+			c.progress()
+		}
+		if c.s.haveData() {
+			n := c.s.consume(p, c.rbuf)
+			c.updateCredits()
+			return n, nil
+		}
+		if err := c.readErr(); err != nil {
+			return 0, err
+		}
+		if err := c.wait(&c.rw, condRead); err != nil {
+			return 0, c.opError("read", err)
+		}
+	}
+}
+
+// readErr is why Read cannot wait for data, or nil.
+func (c *Conn) readErr() error {
+	switch {
+	case c.s.state&stReadable != 0:
+		return nil
+	case c.s.state&stError != 0 || c.s.err != nil:
+		return c.opError("read", c.s.err)
+	default:
+		return io.EOF // the peer's shutdown or disconnect, or CloseRead
+	}
+}
+
+// Write writes p, waiting for credits, buffer space and the peer's
+// receive buffer as needed (rsend). Each call cuts p into messages of
+// 2 KiB, 4 KiB, ... up to 64 KiB, as C does, and copies them into the
+// send buffer (messages up to the inline size go in the work request),
+// so p may be reused as soon as Write returns.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	olen := olapStartSize
+	for {
+		if n == len(p) && n > 0 {
+			return n, nil
+		}
+		if c.closing {
+			return n, c.opError("write", net.ErrClosed)
+		}
+		if c.ww.expired() {
+			return n, c.opError("write", errTimeout)
+		}
+		if err := c.writeErr(); err != nil {
+			return n, err
+		}
+		if n == len(p) {
+			return n, nil
+		}
+		if !c.s.canSend() {
+			c.progress()
+		}
+		if !c.s.canSend() {
+			if err := c.writeErr(); err != nil {
+				return n, err
+			}
+			if err := c.wait(&c.ww, condWrite); err != nil {
+				return n, c.opError("write", err)
+			}
+			continue
+		}
+		n += c.postData(p[n:], &olen)
+	}
+}
+
+// writeErr is why Write cannot send, or nil.
+func (c *Conn) writeErr() error {
+	switch {
+	case c.s.state&stWritable != 0:
+		return nil
+	case c.localWR:
+		return c.opError("write", syscall.EPIPE)
+	case c.s.state&stError != 0 || c.s.err != nil:
+		return c.opError("write", c.s.err)
+	default:
+		return c.opError("write", syscall.ECONNRESET) // as C's rsend
+	}
+}
+
+// postData sends the next message of a write (rs_write_data) and
+// returns its length.
+func (c *Conn) postData(p []byte, olen *int) int {
+	ch := c.s.nextChunk(len(p), olen)
+	wr := &c.dataWR[0]
+	*wr = verbs.SendWR{WRID: uint64(ch.imm), Opcode: verbs.WRRDMAWriteWithImm, Imm: ch.imm,
+		RemoteAddr: ch.raddr, RKey: ch.rkey}
+	if ch.inline {
+		wr.InlineData = p[:ch.n]
+	} else {
+		first := ch.n - ch.wrap
+		copy(c.sbuf[ch.off:ch.off+first], p[:first])
+		c.dataSGE[0] = verbs.SGE{Addr: c.smr.IOVA() + uint64(ch.off), Length: uint32(first), LKey: c.smr.LKey()}
+		wr.SGList = c.dataSGE[:1]
+		if ch.wrap > 0 {
+			copy(c.sbuf[:ch.wrap], p[first:ch.n])
+			c.dataSGE[1] = verbs.SGE{Addr: c.smr.IOVA(), Length: uint32(ch.wrap), LKey: c.smr.LKey()}
+			wr.SGList = c.dataSGE[:2]
+		}
+	}
+	err := c.qp.PostSend(c.dataWR[:])
+	*wr = verbs.SendWR{}
+	if err != nil {
+		c.s.fail(fmt.Errorf("rsocket: post: %w", err))
+	}
+	return ch.n
+}
+
+// CloseWrite shuts down the sending side (rshutdown(SHUT_WR)): a Write
+// in progress returns, later writes fail with EPIPE, and the peer reads
+// io.EOF after the data sent so far. It waits until everything sent has
+// been acknowledged, within the write deadline.
+func (c *Conn) CloseWrite() error {
+	return c.shutdown(false, true)
+}
+
+// CloseRead shuts down the receiving side (rshutdown(SHUT_RD)): Read
+// returns io.EOF. Nothing goes to the peer while this side may still
+// write (rsocket has no message for it).
+func (c *Conn) CloseRead() error {
+	return c.shutdown(true, false)
+}
+
+// shutdown is rshutdown: it clears readable and/or writable and tells
+// the peer (SHUTDOWN when this side still reads, DISCONNECT when neither
+// direction is left), then waits for all sends to complete.
+func (c *Conn) shutdown(rd, wr bool) error {
+	op := "close write"
+	if rd {
+		op = "close read"
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return c.opError(op, net.ErrClosed)
+	}
+	if rd {
+		c.localRD = true
+	}
+	if wr {
+		c.localWR = true
+	}
+	connected := c.s.state&stConnected != 0
+	if connected {
+		if rd {
+			c.s.state &^= stReadable
+		}
+		if wr {
+			c.s.state &^= stWritable
+		}
+	}
+	c.wakeAll(nil)
+	c.mu.Unlock()
+	if !connected {
+		return nil
+	}
+	// A Write in progress returns (writable is gone) before the control
+	// message goes out behind its data.
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rd && c.s.state&stWritable != 0 {
+		return nil
+	}
+	code := uint32(ctrlDisconnect)
+	if c.s.state&stReadable != 0 {
+		code = ctrlShutdown
+	}
+	if err := c.sendCtrl(&c.ww, code); err != nil {
+		return c.opError(op, err)
+	}
+	return nil
+}
+
+// sendCtrl posts control message code once a control slot is free and
+// waits until every send has completed, as rshutdown does; w's deadline
+// bounds the waits. The caller holds c.mu.
+func (c *Conn) sendCtrl(w *waiter, code uint32) error {
+	for c.s.state&stConnected != 0 && !c.s.ctrlAvail() {
+		c.progress()
+		if c.s.ctrlAvail() {
+			break
+		}
+		if c.closing && w != &c.cw {
+			return net.ErrClosed
+		}
+		if err := c.wait(w, condCtrl); err != nil {
+			return err
+		}
+	}
+	if c.s.state&stConnected != 0 {
+		c.postCtrlMsg(code)
+	}
+	for {
+		c.progress()
+		if c.s.allSent() {
+			return nil
+		}
+		if c.closing && w != &c.cw {
+			return net.ErrClosed
+		}
+		if err := c.wait(w, condSent); err != nil {
+			return err
+		}
+	}
+}
+
+// Close closes the connection: blocked Read and Write calls return
+// net.ErrClosed; if the connection is still up, the peer is told
+// (rsocket's in-band disconnect) and Close waits a little for that
+// message to go out; then the QP, the memory and the CM ID are
+// destroyed, which sends the CM's DREQ (rclose).
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return c.opError("close", net.ErrClosed)
+	}
+	c.closing = true
+	c.wakeAll(nil)
+	c.mu.Unlock()
+
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+	}
+	if c.s.state&stConnected != 0 {
+		c.s.state &^= stReadable | stWritable
+		c.cw.deadline = time.Now().Add(closeTimeout)
+		c.sendCtrl(&c.cw, ctrlDisconnect) // best effort: the peer may be gone
+	}
+	c.mu.Unlock()
+	c.bgCancel()
+	<-c.cmDone
+	return c.free()
+}
+
+// free destroys what newConn made, QP first, and the CM ID and channel.
+func (c *Conn) free() error {
+	c.mu.Lock()
+	c.freed = true
+	c.mu.Unlock()
+	if c.bgCancel != nil {
+		c.bgCancel()
+	}
+	var errs []error
+	closeIt := func(x io.Closer) {
+		if x != nil {
+			if err := x.Close(); err != nil && !errors.Is(err, verbs.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.qp != nil {
+		closeIt(c.qp)
+	}
+	if c.smr != nil {
+		closeIt(c.smr)
+	}
+	if c.tmr != nil {
+		closeIt(c.tmr)
+	}
+	if c.rmr != nil {
+		closeIt(c.rmr)
+	}
+	if c.cq != nil {
+		closeIt(c.cq)
+	}
+	if c.cch != nil {
+		closeIt(c.cch)
+	}
+	if c.pd != nil {
+		closeIt(c.pd)
+	}
+	closeIt(c.id)
+	closeIt(c.ch)
+	return errors.Join(errs...)
+}
+
+// LocalAddr returns the local address (an *Addr).
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the peer's address (an *Addr).
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline of Read calls, including one that is
+// blocked now; they then fail with an error that wraps
+// os.ErrDeadlineExceeded. The zero time means none.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.setDeadline(&c.rw, t) }
+
+// SetWriteDeadline sets the deadline of Write (and CloseWrite) calls,
+// including one that is blocked now. A Write that times out may have
+// sent part of its data.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadline(&c.ww, t) }
+
+func (c *Conn) setDeadline(w *waiter, t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return c.opError("set deadline", net.ErrClosed)
+	}
+	w.deadline = t
+	if w.blocked {
+		c.wake(w)
+	}
+	return nil
+}
+
+func (c *Conn) opError(op string, err error) error {
+	var src, dst net.Addr
+	if c.laddr != nil {
+		src = c.laddr
+	}
+	if c.raddr != nil {
+		dst = c.raddr
+	}
+	return &net.OpError{Op: op, Net: "rsocket", Source: src, Addr: dst, Err: err}
+}
+
+// errTimeout is what a deadline ends a wait with.
+var errTimeout = os.ErrDeadlineExceeded
+
+var _ net.Conn = (*Conn)(nil)

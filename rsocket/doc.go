@@ -1,0 +1,60 @@
+// Package rsocket is a stream connection over RDMA that speaks
+// librdmacm's rsocket protocol: a Conn is a net.Conn and a Listener a
+// net.Listener, and either end may be a C program on librdmacm's rsockets
+// (rstream, riostream, rcopy, or anything preloading librspreload) as
+// shipped with rdma-core 44 (Debian 12).
+//
+//	l, err := rsocket.Listen("tcp", "169.254.77.1:7471")
+//	...
+//	c, err := l.Accept()
+//
+//	c, err := rsocket.Dial(ctx, "tcp", "169.254.77.1:7471")
+//	_, err = c.Write(msg)
+//
+// The package is named for the protocol, which is what users of
+// librdmacm know it by, and to leave the names rstream, riostream and
+// rcopy to the tools built on it.
+//
+// # Protocol
+//
+// A connection is an rdma_cm connection in the TCP port space whose
+// connect request and reply carry rsocket's 40-byte private data
+// (version 1, flags, the credits, the address and key of the side's
+// target SGL and of the first half of its receive buffer, its iomap
+// size). Every stream message is an RDMA WRITE WITH IMMEDIATE; the
+// immediate's top three bits say what it is:
+//
+//   - data: the bytes written into the receive buffer half the peer
+//     published, at most 64 KiB per message;
+//   - an SGL update: the new credit limit, and (in the same write) the
+//     next free half of the receiver's buffer, written into the sender's
+//     target SGL;
+//   - an iomap update: a window of memory the peer may write directly;
+//   - control: shutdown of the sending side, or disconnect.
+//
+// The receiver reads its buffer as a ring in arrival order and grants
+// credits (ReceiveQueueSize messages, two halves of ReceiveBufferSize
+// bytes) as the application reads. Control messages use four slots of
+// their own. Keepalives are zero-length RDMA WRITEs without immediate.
+// The package matches rdma-core 44's limits: queues of 16 to 65534
+// entries (capped at the device's), messages of 2 KiB growing to 64 KiB
+// within one Write, four control messages in flight.
+//
+// A peer that breaks the protocol (bad private data, an unknown message,
+// more data or messages than it was granted) fails the connection with
+// an error wrapping ErrProtocol; nothing it sends makes this side access
+// memory outside the connection's buffers.
+//
+// iWARP devices (siw) have no WRITE WITH IMMEDIATE; C's rsocket sends a
+// WRITE and a SEND per message there, which this package does not do
+// yet: Dial and Listen's connections fail with verbs.ErrNotCapable on
+// them.
+//
+// # Blocking
+//
+// Read and Write wait on the connection's completion channel (cq.Wait),
+// parked on Go's netpoller; deadlines, Close and the peer's disconnect
+// wake them. Once a connection runs, Read and Write allocate nothing.
+// Like C's rsocket, a side grants credits only while its application
+// calls Read (or Write): a peer that stops reading stops the writer.
+package rsocket

@@ -1,0 +1,166 @@
+package rsocket
+
+import (
+	"context"
+	"time"
+)
+
+// Blocking.
+//
+// A call that cannot proceed waits for the CQ, which carries both
+// directions' completions, through its completion channel (cq.Wait). The
+// kernel hands each channel event to one reader, so one waiting call at a
+// time, the leader, waits on the channel; the others (at most two: one
+// Read and one Write or CloseWrite, or Close) wait on their own wake-up
+// channel, and the leader wakes them whenever its wait ends. Whoever
+// processes completions (progress) wakes the followers too; the leader
+// needs no such wake-up, because it arms the CQ and looks at its
+// condition in one critical section before it waits, so a completion
+// another call handled is in the state it looked at, and a later one
+// raises a channel event.
+//
+// The leader waits with c.waitCtx, the same context every time, which is
+// what keeps cq.Wait free of allocations; a deadline, Close or a state
+// change the CQ does not report (CloseWrite, the CM's disconnect) ends
+// the leader's wait by cancelling that context and making a new one
+// (kick). Followers wake on their channel, which their deadline timer,
+// Close and the leader signal.
+
+// Wait conditions.
+const (
+	condRead  = iota // data to read, or reading is over
+	condWrite        // a message may be sent, or writing is over
+	condCtrl         // a control slot is free, or the connection is down
+	condSent         // every send has completed, or the connection is down
+)
+
+// ready reports whether cond holds. The caller holds c.mu.
+func (c *Conn) ready(cond int) bool {
+	switch cond {
+	case condRead:
+		return c.s.haveData() || c.s.state&stReadable == 0
+	case condWrite:
+		return c.s.canSend() || c.s.state&stWritable == 0
+	case condCtrl:
+		return c.s.ctrlAvail() || c.s.state&stConnected == 0
+	default:
+		return c.s.allSent()
+	}
+}
+
+// waiter is one kind of blocked call: Read, Write (or CloseWrite), Close.
+type waiter struct {
+	c        *Conn
+	wake     chan struct{} // a follower's wake-up (capacity 1)
+	deadline time.Time
+	timer    *time.Timer // fires at the deadline while blocked
+	blocked  bool
+}
+
+func (w *waiter) init(c *Conn) {
+	w.c = c
+	w.wake = make(chan struct{}, 1)
+	w.timer = time.AfterFunc(time.Hour, w.expire)
+	w.timer.Stop()
+}
+
+// expired reports whether w's deadline has passed (as net.Conn's calls
+// do, a call fails at once then, even if it could proceed).
+func (w *waiter) expired() bool {
+	return !w.deadline.IsZero() && !time.Now().Before(w.deadline)
+}
+
+// expire runs when w's deadline passes while it is blocked.
+func (w *waiter) expire() {
+	w.c.mu.Lock()
+	w.c.wake(w)
+	w.c.mu.Unlock()
+}
+
+// wake makes w, if blocked, look at its condition again. The caller
+// holds c.mu.
+func (c *Conn) wake(w *waiter) {
+	if !w.blocked {
+		return
+	}
+	if c.leader == w {
+		c.kick()
+		return
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// kick ends the leader's channel wait.
+func (c *Conn) kick() {
+	c.waitCancel()
+	c.waitCtx, c.waitCancel = context.WithCancel(c.bg)
+}
+
+// wakeFollowers wakes the blocked calls that are not waiting on the
+// channel (for when completions were processed, or the leader left).
+func (c *Conn) wakeFollowers() {
+	for _, w := range [...]*waiter{&c.rw, &c.ww, &c.cw} {
+		if w.blocked && c.leader != w {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// wakeAll wakes every blocked call, the leader too (for state changes
+// the CQ does not report). except, if not nil, is left alone.
+func (c *Conn) wakeAll(except *waiter) {
+	for _, w := range [...]*waiter{&c.rw, &c.ww, &c.cw} {
+		if w != except {
+			c.wake(w)
+		}
+	}
+}
+
+// wait blocks the call w until cond may hold: until completions arrive,
+// w's deadline passes (errTimeout, also when it has passed already),
+// Close or another state change wakes it. It may return early; callers
+// look at their condition again and loop. The caller holds c.mu, which
+// wait releases while blocked.
+func (c *Conn) wait(w *waiter, cond int) error {
+	if !w.deadline.IsZero() {
+		d := time.Until(w.deadline)
+		if d <= 0 {
+			return errTimeout
+		}
+		w.timer.Reset(d)
+	}
+	w.blocked = true
+	var err error
+	if c.leader == nil {
+		if err = c.cq.ReqNotify(false); err == nil && !c.ready(cond) && !c.cq.Pending() {
+			c.leader = w
+			ctx := c.waitCtx
+			c.mu.Unlock()
+			err = c.cq.Wait(ctx)
+			c.mu.Lock()
+			c.leader = nil
+			if err != nil && ctx.Err() != nil {
+				err = nil // kicked, or closing: the caller looks
+			}
+			c.wakeFollowers() // one of them may take over
+		}
+	} else {
+		c.mu.Unlock()
+		<-w.wake
+		c.mu.Lock()
+	}
+	w.blocked = false
+	if !w.deadline.IsZero() {
+		w.timer.Stop()
+	}
+	if err != nil {
+		c.s.fail(err)
+	}
+	return err
+}
