@@ -42,14 +42,20 @@
 //     command or Start failed: unmap what Start mapped, free what New
 //     allocated. Nothing of the object is used afterwards.
 //
+// A provider's objects of one context are made by the same [Context] and
+// may share its state: a hardware CQ, whose CQEs carry a QP number and a
+// WQE index rather than the work request's id, finds the QP (and the ids
+// it keeps per WQE) in a table its Context holds, which QP.Start (it gets
+// the QP number) and QP.Release maintain.
+//
 // The context itself follows the same steps: [Context.GetContext] is
 // GET_CONTEXT's driver data, [Context.Start] runs after it (a hardware
 // provider maps its UAR, the doorbell page, here), [Context.Close] runs
 // after every object of the context is closed and before the uverbs
-// descriptor is. MODIFY_SRQ, RESIZE_CQ and REG_MR take driver data the
-// same way ([SRQ.Modify], [CQ.Resize], [Context.RegMR]): the provider
-// hands it to a function that issues the command, and holds whatever
-// lock keeps its data path off a queue the kernel is replacing.
+// descriptor is. REG_MR's driver data is [Context.RegMR]'s. MODIFY_SRQ
+// and RESIZE_CQ get theirs from the provider, which calls a function that
+// issues the command ([SRQ.Modify], [CQ.Resize]) and holds whatever lock
+// keeps its data path off a queue being replaced.
 //
 // # The data path
 //

@@ -15,6 +15,7 @@ type PostError struct {
 	Reason provider.Reason
 }
 
+// Error says which work request was refused and why.
 func (e *PostError) Error() string {
 	return fmt.Sprintf("work request %d: reason %d", e.Index, e.Reason)
 }
