@@ -77,6 +77,7 @@ type Conn struct {
 	dataSGE [2]verbs.SGE
 
 	kaTimer *time.Timer
+	kaSent  uint64 // keepalives posted
 	cmDone  chan struct{}
 }
 
@@ -181,8 +182,15 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
 // connData is the private data this side sends.
 func (c *Conn) connData() [connDataSize]byte {
 	d := c.s.localConnData(c.tmr.IOVA(), c.tmr.RKey())
-	return d.marshal()
+	b := d.marshal()
+	if connDataHook != nil {
+		connDataHook(&b)
+	}
+	return b
 }
+
+// connDataHook, set by tests, edits the private data before it goes out.
+var connDataHook func(*[connDataSize]byte)
 
 // start runs the connection once the CM has established it: it learns
 // the addresses, watches the CM for the peer's disconnect and starts the
@@ -246,6 +254,7 @@ func (c *Conn) sendKeepalive() {
 		c.s.ctrlSeq++
 		c.ctrlWR[0] = verbs.SendWR{WRID: uint64(msg(opCtrl, ctrlKeepalive)), Opcode: verbs.WRRDMAWrite}
 		c.postCtrl()
+		c.kaSent++
 	}
 	c.kaTimer.Reset(c.keepalive)
 }
@@ -270,7 +279,7 @@ func (c *Conn) progress() {
 			if wc.WRID&recvFlag == 0 {
 				c.s.sent(wc.WRID, wc.Status == verbs.WCSuccess)
 				if wc.Status != verbs.WCSuccess && c.s.err == errSendFailed {
-					c.s.err = &CompletionError{Op: wc.Opcode, Status: wc.Status}
+					c.s.err = &CompletionError{Msg: wrKind(wc.WRID), Status: wc.Status}
 				}
 				continue
 			}
@@ -280,7 +289,7 @@ func (c *Conn) progress() {
 				// the error state: past a disconnect, a flush;
 				// before it, the connection is broken.
 				if c.s.state&stConnected != 0 {
-					c.s.fail(&CompletionError{Op: wc.Opcode, Status: wc.Status})
+					c.s.fail(&CompletionError{Msg: "receive", Status: wc.Status})
 				}
 			case c.s.state&(stConnected|stError) != stConnected:
 				// Past the peer's disconnect (C stops polling there).
@@ -315,21 +324,54 @@ func (c *Conn) progress() {
 // completion's status in its place.
 var errSendFailed = errors.New("rsocket: send failed")
 
-// CompletionError is the error of a connection whose work request
-// completed with an error status: the peer went away (retries exceeded)
-// or refused an access.
+// CompletionError is the error of a connection one of whose work
+// requests completed with an error status: the peer went away (its
+// memory or QP vanished under an RDMA write, or it stopped answering) or
+// the QP failed. Msg says what the work request carried.
 type CompletionError struct {
-	Op     verbs.WCOpcode
+	Msg    string // "data", "SGL update", "control message", "keepalive", "receive"
 	Status verbs.WCStatus
 }
 
 func (e *CompletionError) Error() string {
-	return fmt.Sprintf("rsocket: %v completed with status %v", e.Op, e.Status)
+	return fmt.Sprintf("rsocket: %s completed with status %v", e.Msg, e.Status)
 }
 
-// Unwrap makes errors.Is(err, syscall.EIO) hold, the errno C's rsocket
-// reports for it.
-func (e *CompletionError) Unwrap() error { return syscall.EIO }
+// Unwrap gives the errno a socket would report: ECONNRESET when the
+// peer's side refused the request (a dead process's registrations are
+// gone), ETIMEDOUT when it stopped answering (retries exceeded), EIO
+// otherwise (C's rsocket reports EIO for all of them).
+func (e *CompletionError) Unwrap() error {
+	switch e.Status {
+	case verbs.WCRemAccessErr, verbs.WCRemOpErr, verbs.WCRemInvReqErr, verbs.WCRemAbortErr:
+		return syscall.ECONNRESET
+	case verbs.WCRetryExcErr, verbs.WCRNRRetryExcErr, verbs.WCRespTimeoutErr:
+		return syscall.ETIMEDOUT
+	}
+	return syscall.EIO
+}
+
+// wrKind names what one of our work requests carried, from its wr_id.
+func wrKind(wrID uint64) string {
+	if wrID&recvFlag != 0 {
+		return "receive"
+	}
+	switch m := uint32(wrID); msgOp(m) {
+	case opData:
+		return "data"
+	case opWrite:
+		return "iowrite"
+	case opSGL:
+		return "SGL update"
+	case opIOMapSGL:
+		return "iomap update"
+	default:
+		if msgData(m) == ctrlKeepalive {
+			return "keepalive"
+		}
+		return "control message"
+	}
+}
 
 // updateCredits sends a credit (and SGL) update when one is due.
 func (c *Conn) updateCredits() {

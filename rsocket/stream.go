@@ -78,6 +78,16 @@ type stream struct {
 	rbufAddr  uint64 // the receive buffer as the peer addresses it
 	rbufKey   uint32
 	iomapLen  int // entries of our iomap table (after the target SGL in tmem)
+
+	peer                         connData  // what the peer sent when connecting
+	stats                        recvStats // messages received, by kind
+	sentSGLBuffer, sentSGLCredit uint64
+}
+
+// recvStats counts the messages a stream received, by kind: what the
+// interop tests check of the wire.
+type recvStats struct {
+	Data, EmptyData, SGLBuffer, SGLCredit, IOMap, Shutdown, Disconnect uint64
 }
 
 // streamConfig is what newStream needs of the local side.
@@ -135,6 +145,7 @@ func (s *stream) localConnData(tmemAddr uint64, tmemKey uint32) connData {
 
 // connect adopts the peer's private data (rs_save_conn_data).
 func (s *stream) connect(d connData) {
+	s.peer = d
 	s.remoteSGL = d.TargetSGL
 	s.remoteIdx = 1
 	s.peerOrder = d.order()
@@ -276,7 +287,9 @@ func (s *stream) recv(imm, n uint32) error {
 			return protocolError("%d bytes written, %d granted", data, s.rbufGrant)
 		}
 		s.rbufGrant -= int(data)
+		s.stats.Data++
 		if data == 0 {
+			s.stats.EmptyData++
 			// Nothing to read: consumed on arrival (C would queue an
 			// empty entry; rsend never sends one).
 			s.rseqNo++
@@ -294,7 +307,9 @@ func (s *stream) recv(imm, n uint32) error {
 	case opSGL:
 		switch n {
 		case 0: // credits only
+			s.stats.SGLCredit++
 		case sgeSize:
+			s.stats.SGLBuffer++
 			// The peer fills our SGL entries 1, 0, 1, ... (it starts
 			// at 1: entry 0 came in the private data), each only
 			// after we have filled the half it held before.
@@ -317,14 +332,17 @@ func (s *stream) recv(imm, n uint32) error {
 		if n != iomapSize || int(data) >= s.iomapLen {
 			return protocolError("iomap update of %d bytes for entry %d of %d", n, data, s.iomapLen)
 		}
+		s.stats.IOMap++
 	case opWrite:
 		// Never sent (it tags riowrite's own work requests); C
 		// ignores it.
 	case opCtrl:
 		switch data {
 		case ctrlDisconnect:
+			s.stats.Disconnect++
 			s.state = stDisconnected
 		case ctrlShutdown:
+			s.stats.Shutdown++
 			if s.state&stWritable != 0 {
 				s.state &^= stReadable
 			} else {
@@ -410,6 +428,7 @@ func (s *stream) credits() credit {
 	if s.rbufAvail >= half {
 		sge{Addr: s.rbufAddr + uint64(s.rbufFree), Key: s.rbufKey, Length: uint32(half)}.put(c.e[:], s.peerOrder)
 		c.sge = true
+		s.sentSGLBuffer++
 		c.raddr = s.remoteSGL.Addr + sgeSize*uint64(s.remoteIdx)
 		c.rkey = s.remoteSGL.Key
 		s.rbufAvail -= half
@@ -419,6 +438,8 @@ func (s *stream) credits() credit {
 			s.rbufFree = 0
 		}
 		s.remoteIdx = (s.remoteIdx + 1) % s.remoteSGL.Length // Length >= 1: parseConnData
+	} else {
+		s.sentSGLCredit++
 	}
 	return c
 }

@@ -1,0 +1,43 @@
+package rsocket
+
+import "fmt"
+
+// Test access to what the wire carried.
+
+type RecvStats = recvStats
+
+// Stats returns the messages c received, by kind.
+func Stats(c *Conn) RecvStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.s.stats
+}
+
+// PeerConnData describes the private data c's peer sent.
+func PeerConnData(c *Conn) (version, flags uint8, credits uint16, iomap int, sglEntries, half uint32) {
+	d := c.s.peer
+	return d.Version, d.Flags, d.Credits, unscaleIOMap(d.IOMapSize), d.TargetSGL.Length, d.DataBuf.Length
+}
+
+// Sizes returns c's queue sizes and inline limit as set up.
+func Sizes(c *Conn) (sq, rq, inline int) { return c.s.sqSize, c.s.rqSize, c.s.sqInline }
+
+// SetConnDataHook edits the private data of later connections until the
+// returned function is called.
+func SetConnDataHook(f func(b *[40]byte)) (restore func()) {
+	connDataHook = f
+	return func() { connDataHook = nil }
+}
+
+func (s recvStats) String() string {
+	return fmt.Sprintf("data %d (empty %d), SGL updates %d with a buffer and %d credit-only, iomap %d, shutdown %d, disconnect %d",
+		s.Data, s.EmptyData, s.SGLBuffer, s.SGLCredit, s.IOMap, s.Shutdown, s.Disconnect)
+}
+
+// Sent counts c's SGL updates with a buffer and credit-only ones, and
+// its keepalives.
+func Sent(c *Conn) (sglBuffer, sglCredit, keepalives uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.s.sentSGLBuffer, c.s.sentSGLCredit, c.kaSent
+}

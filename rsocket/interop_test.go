@@ -1,0 +1,461 @@
+package rsocket_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/cm"
+	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/proc"
+	"github.com/goverbs/goverbs/rsocket"
+)
+
+// Interop with C: rdma-core 44's rstream (Debian's rdmacm-utils) on the
+// other end, as server against a Go client and as client against a Go
+// server. rstream's custom test (-S size -C count -I iterations, with -T v)
+// is: 16 bytes client→server and back, then per iteration count
+// transfers of size bytes client→server and count back; every byte is
+// the next value of a counter that starts at 0 in each direction
+// (common.c's format_buf and verify_buf). Its side ends with
+// rshutdown(SHUT_RDWR) and rclose.
+
+// rstreamSide runs the Go end of that test on c and checks every byte.
+func rstreamSide(c net.Conn, client bool, size, count, iters int) error {
+	var sendCtr, recvCtr byte
+	var sent, got int64
+	buf := make([]byte, max(size, 16))
+	send := func(n int) error {
+		for i := range buf[:n] {
+			buf[i] = sendCtr
+			sendCtr++
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return fmt.Errorf("write after %d bytes: %w", sent, err)
+		}
+		sent += int64(n)
+		return nil
+	}
+	recv := func(n int) error {
+		if _, err := io.ReadFull(c, buf[:n]); err != nil {
+			return fmt.Errorf("read after %d bytes: %w", got, err)
+		}
+		for i, b := range buf[:n] {
+			if b != recvCtr {
+				return fmt.Errorf("byte %d of the stream is %d, want %d", got+int64(i), b, recvCtr)
+			}
+			recvCtr++
+		}
+		got += int64(n)
+		return nil
+	}
+	first, second := send, recv
+	if !client {
+		first, second = recv, send
+	}
+	if err := first(16); err != nil {
+		return err
+	}
+	if err := second(16); err != nil {
+		return err
+	}
+	for range iters {
+		for range count {
+			if err := first(size); err != nil {
+				return err
+			}
+		}
+		for range count {
+			if err := second(size); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sizeStr and cntStr print sizes and counts as rstream does (common.c
+// size_str, cnt_str).
+func sizeStr(size int64) string {
+	base, mag := int64(1), ""
+	switch {
+	case size >= 1<<30:
+		base, mag = 1<<30, "g"
+	case size >= 1<<20:
+		base, mag = 1<<20, "m"
+	case size >= 1<<10:
+		base, mag = 1<<10, "k"
+	}
+	if size/base < 10 {
+		if f := size % base * 10 / base; f != 0 {
+			return fmt.Sprintf("%d.%d%s", size/base, f, mag)
+		}
+	}
+	return fmt.Sprintf("%d%s", size/base, mag)
+}
+
+func cntStr(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%db", n/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%dm", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%dk", n/1e3)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// checkRstreamOutput checks the result line rstream printed for its
+// custom test.
+func checkRstreamOutput(t *testing.T, p *proc.Proc, size, count, iters int) {
+	t.Helper()
+	for _, l := range p.Lines() {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "custom" {
+			continue
+		}
+		want := []string{"custom", sizeStr(int64(size)), cntStr(int64(count)), cntStr(int64(iters)),
+			sizeStr(int64(iters) * int64(count) * int64(size) * 2)}
+		if len(f) != 8 || strings.Join(f[:5], " ") != strings.Join(want, " ") {
+			t.Errorf("rstream's result line %q, want it to begin %q", l, want)
+		}
+		return
+	}
+	t.Errorf("rstream printed no result line: %v", p)
+}
+
+type interopCase struct {
+	name               string
+	size, count, iters int
+	cBuf               int    // rstream -B: C's buffers are twice this (0: rstream's 512 KiB)
+	cMode              string // rstream -T: b(locking), n(onblocking, rstream's default), a(sync: rpoll)
+	opts               []rsocket.Option
+}
+
+var interopCases = []interopCase{
+	// Many small messages: C's credit-only updates.
+	{"64B", 64, 300, 1, 0, "b", nil},
+	// Buffers of a few KiB on both sides: halves come and go many times.
+	{"1000B-small-buffers", 1000, 40, 2, 2048, "b", []rsocket.Option{rsocket.ReceiveBufferSize(4096), rsocket.SendBufferSize(4096)}},
+	{"4097B-nonblocking", 4097, 20, 2, 8192, "n", []rsocket.Option{rsocket.ReceiveBufferSize(10_000), rsocket.InlineSize(0)}},
+	// Each transfer larger than the receiving buffer, both ways.
+	{"65537B-beyond-buffers", 65537, 6, 2, 16384, "b", []rsocket.Option{rsocket.ReceiveBufferSize(20_002), rsocket.ReceiveQueueSize(16)}},
+	{"300000B-async", 300000, 3, 1, 65536, "a", nil},
+	{"1MiB", 1 << 20, 2, 1, 0, "b", nil},
+}
+
+// cArgs are rstream's options for a case.
+func (tc interopCase) cArgs() []string {
+	a := []string{"-S", strconv.Itoa(tc.size), "-C", strconv.Itoa(tc.count), "-I", strconv.Itoa(tc.iters), "-T", "v", "-T", tc.cMode}
+	if tc.cBuf != 0 {
+		a = append(a, "-B", strconv.Itoa(tc.cBuf))
+	}
+	return a
+}
+
+// cHalf is the half buffer C publishes: rstream sets SO_RCVBUF to -B (or
+// 1<<19), which rsocket doubles.
+func (tc interopCase) cHalf() uint32 {
+	if tc.cBuf == 0 {
+		return 1 << 19
+	}
+	return uint32(tc.cBuf)
+}
+
+// checkCPeer checks what the wire showed of a C peer: its private data
+// (rsocket-44.md §1.2: version 1, flags 0x02 from a little-endian host,
+// 384 credits, no iomap, a 2-entry target SGL, half its receive buffer),
+// and that it ended with the in-band disconnect.
+func checkCPeer(t *testing.T, c *rsocket.Conn, half uint32) {
+	t.Helper()
+	v, flags, credits, iomap, entries, gotHalf := rsocket.PeerConnData(c)
+	if v != 1 || flags != 0x02 || credits != 384 || iomap != 0 || entries != 2 || gotHalf != half {
+		t.Errorf("C's private data: version %d flags %#x credits %d iomap %d SGL entries %d half %d; want 1 0x2 384 0 2 %d",
+			v, flags, credits, iomap, entries, gotHalf, half)
+	}
+	st := rsocket.Stats(c)
+	buf, credit, _ := rsocket.Sent(c)
+	t.Logf("from C: %v; to C: SGL updates %d with a buffer and %d credit-only", st, buf, credit)
+	if st.Disconnect != 1 {
+		t.Errorf("C's rshutdown(SHUT_RDWR): %d in-band disconnects seen, want 1", st.Disconnect)
+	}
+}
+
+// expectEOF reads until the C peer's disconnect: io.EOF, not a reset.
+func expectEOF(t *testing.T, c *rsocket.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := c.Read(make([]byte, 16)); n != 0 || err != io.EOF {
+		t.Errorf("after the test: read %d, %v; want io.EOF", n, err)
+	}
+}
+
+func rstreamPath(t *testing.T) string {
+	device(t)
+	return testutil.LookPath(t, "rstream")
+}
+
+// cPort is a port for a C server: rdma_cm's TCP port space of the test
+// VM has no other users.
+func cPort() int { return 20000 + rand.IntN(10000) }
+
+// dialC dials a C server that may not listen yet: its refusals are
+// retried while it runs.
+func dialC(t *testing.T, srv *proc.Proc, addr string, opts ...rsocket.Option) *rsocket.Conn {
+	t.Helper()
+	ctx := timeout(t, 2*time.Minute)
+	for {
+		c, err := rsocket.Dial(ctx, "tcp", addr, opts...)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || srv.Exited() || ctx.Err() != nil {
+			t.Fatalf("dial the C server: %v\n%v", err, srv)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestInteropGoClientCServer(t *testing.T) {
+	bin := rstreamPath(t)
+	addr := testutil.Addr(t)
+	for _, tc := range interopCases {
+		t.Run(tc.name, func(t *testing.T) {
+			port := cPort()
+			args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
+			srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := dialC(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)), tc.opts...)
+			if err := rstreamSide(c, true, tc.size, tc.count, tc.iters); err != nil {
+				t.Fatalf("Go client: %v\n%v", err, srv)
+			}
+			expectEOF(t, c)
+			if err := srv.Wait(); err != nil {
+				t.Fatalf("C server: %v", srv)
+			}
+			checkRstreamOutput(t, srv, tc.size, tc.count, tc.iters)
+			checkCPeer(t, c, tc.cHalf())
+			if tc.size == 64 && rsocket.Stats(c).SGLCredit == 0 {
+				t.Errorf("no credit-only update from C after %d small messages", tc.count)
+			}
+		})
+	}
+}
+
+func TestInteropCClientGoServer(t *testing.T) {
+	bin := rstreamPath(t)
+	addr := testutil.Addr(t)
+	for _, tc := range interopCases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := listen(t, tc.opts...)
+			port := l.Addr().(*rsocket.Addr).Port()
+			args := append([]string{bin, "-s", addr, "-p", strconv.Itoa(int(port))}, tc.cArgs()...)
+			cli, err := proc.Start(t, "C rstream client", args, nil, 4*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			go func() { // a client that dies ends the wait
+				select {
+				case <-cli.Done():
+					time.Sleep(5 * time.Second)
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			c, err := l.AcceptContext(ctx)
+			if err != nil {
+				t.Fatalf("accept: %v\n%v", err, cli)
+			}
+			defer c.Close()
+			if err := rstreamSide(c, false, tc.size, tc.count, tc.iters); err != nil {
+				t.Fatalf("Go server: %v\n%v", err, cli)
+			}
+			expectEOF(t, c)
+			if err := cli.Wait(); err != nil {
+				t.Fatalf("C client: %v", cli)
+			}
+			checkRstreamOutput(t, cli, tc.size, tc.count, tc.iters)
+			checkCPeer(t, c, tc.cHalf())
+		})
+	}
+}
+
+// Keepalives both ways: C's (rstream -k 1: a zero-length RDMA WRITE with
+// rkey 0 every second, which our device must accept without a CQE) while
+// the Go client idles, and ours to C (KeepAlive); then the test runs as
+// usual.
+func TestInteropKeepalive(t *testing.T) {
+	bin := rstreamPath(t)
+	addr := testutil.Addr(t)
+	port := cPort()
+	tc := interopCase{size: 1000, count: 10, iters: 1, cMode: "b"}
+	args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port), "-k", "1"}, tc.cArgs()...)
+	srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialC(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)), rsocket.KeepAlive(100*time.Millisecond))
+	time.Sleep(3500 * time.Millisecond) // C blocks in rrecv; keepalives cross
+	if err := rstreamSide(c, true, tc.size, tc.count, tc.iters); err != nil {
+		t.Fatalf("Go client: %v\n%v", err, srv)
+	}
+	expectEOF(t, c)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("C server: %v", srv)
+	}
+	out := srv.Stdout.String()
+	if !strings.Contains(out, "Keepalive: ON") || !strings.Contains(out, "  time: 1") {
+		t.Errorf("rstream -k 1 did not turn its keepalive on:\n%s", out)
+	}
+	checkRstreamOutput(t, srv, tc.size, tc.count, tc.iters)
+	if _, _, ka := rsocket.Sent(c); ka < 10 {
+		t.Errorf("%d keepalives sent in 3.5 s at 100 ms", ka)
+	}
+}
+
+// A C peer killed in the middle of a transfer: the Go side's blocked Read
+// (C client killed) or Write (C server killed) fails with ECONNRESET
+// once the kernel's DREQ for the dead process's ID arrives, and never
+// hangs.
+func TestInteropPeerKilled(t *testing.T) {
+	bin := rstreamPath(t)
+	addr := testutil.Addr(t)
+	tc := interopCase{size: 100_000, count: 100_000, iters: 1, cMode: "b"}
+	check := func(t *testing.T, c *rsocket.Conn, p *proc.Proc, errc <-chan error) {
+		t.Helper()
+		time.Sleep(time.Second) // mid-transfer
+		killed := time.Now()
+		p.Cmd.Process.Kill()
+		p.Wait()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("after the peer died: %v, want ECONNRESET", err)
+			}
+			t.Logf("the Go side saw %v %v after the kill", err, time.Since(killed).Round(time.Millisecond))
+		case <-time.After(time.Minute):
+			t.Fatal("the Go side still blocked a minute after the peer died")
+		}
+	}
+	t.Run("C client", func(t *testing.T) {
+		l := listen(t)
+		port := l.Addr().(*rsocket.Addr).Port()
+		args := append([]string{bin, "-s", addr, "-p", strconv.Itoa(int(port))}, tc.cArgs()...)
+		cli, err := proc.Start(t, "C rstream client", args, nil, 4*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := l.AcceptContext(timeout(t, 2*time.Minute))
+		if err != nil {
+			t.Fatalf("accept: %v\n%v", err, cli)
+		}
+		defer c.Close()
+		errc := make(chan error, 1)
+		go func() { errc <- rstreamSide(c, false, tc.size, tc.count, tc.iters) }()
+		check(t, c, cli, errc)
+	})
+	t.Run("C server", func(t *testing.T) {
+		port := cPort()
+		args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
+		srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := dialC(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)))
+		errc := make(chan error, 1)
+		go func() { errc <- rstreamSide(c, true, tc.size, tc.count, tc.iters) }()
+		check(t, c, srv, errc)
+	})
+}
+
+// rsocket's version check is strict on both sides: a request with
+// version 2 is rejected (C: rdma_reject in rs_accept; Go: Listener), and
+// the listener goes on accepting.
+func TestInteropVersionRejected(t *testing.T) {
+	bin := rstreamPath(t)
+	addr := testutil.Addr(t)
+	bad := func(b *[40]byte) { b[0] = 2 }
+	t.Run("C server", func(t *testing.T) {
+		port := cPort()
+		tc := interopCase{size: 100, count: 10, iters: 1, cMode: "b"}
+		args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
+		srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A good connection would take rstream's only accept: find
+		// out that it listens by being refused for the version.
+		restore := rsocket.SetConnDataHook(bad)
+		ctx := timeout(t, 2*time.Minute)
+		var derr error
+		for ctx.Err() == nil && !srv.Exited() {
+			var c *rsocket.Conn
+			c, derr = rsocket.Dial(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+			if derr == nil {
+				c.Close()
+				restore()
+				t.Fatal("C accepted rsocket version 2")
+			}
+			if !errors.Is(derr, syscall.ECONNREFUSED) {
+				break
+			}
+			if rejectedByApp(derr) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		restore()
+		if !rejectedByApp(derr) {
+			t.Fatalf("dial with version 2: %v, want a consumer reject", derr)
+		}
+		c := dialC(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)))
+		if err := rstreamSide(c, true, tc.size, tc.count, tc.iters); err != nil {
+			t.Fatalf("after the rejected request: %v\n%v", err, srv)
+		}
+		if err := srv.Wait(); err != nil {
+			t.Fatalf("C server: %v", srv)
+		}
+	})
+	t.Run("Go server", func(t *testing.T) {
+		l := listen(t)
+		restore := rsocket.SetConnDataHook(bad)
+		_, err := rsocket.Dial(timeout(t, time.Minute), "tcp", l.Addr().String())
+		restore()
+		if !rejectedByApp(err) {
+			t.Fatalf("dial with version 2: %v, want a consumer reject", err)
+		}
+		c1, err := rsocket.Dial(timeout(t, time.Minute), "tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c1.Close()
+		c2, err := l.AcceptContext(timeout(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		roundtripPair(t, c1, c2)
+	})
+}
+
+// rejectedByApp tells a reject by the peer's application (rdma_reject:
+// reason 28, consumer defined) from one by the kernel for a port nobody
+// listens on.
+func rejectedByApp(err error) bool {
+	var ee *cm.EventError
+	return errors.As(err, &ee) && ee.Event == cm.EventRejected && ee.Status == 28
+}
