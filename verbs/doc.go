@@ -8,8 +8,13 @@
 // registry of every object created on the context, which [Context.Close]
 // destroys in the kernel's dependency order. From a Context come the device
 // and port queries ([Context.QueryDevice], [Context.QueryPort], the GID
-// table), protection domains ([Context.AllocPD]), address handles, completion
-// channels and typed asynchronous events.
+// table and [Context.RoutableGID], the GID a peer addresses a port by),
+// protection domains ([Context.AllocPD]), address handles, completion
+// channels and typed asynchronous events. On RoCE a [GID] is an IP
+// address: [GID.Addr] and [GIDFromAddr] convert to and from netip.Addr.
+//
+// Examples call the Context dev: ctx is the name Go programs give a
+// context.Context, which the waiting calls of the other packages take.
 //
 // The objects of the data path live in their own packages, built on a
 // Context and a PD: memory regions and windows in mr, completion queues in
@@ -31,5 +36,7 @@
 // Kernel calls fail with errors that wrap the errno (errors.Is(err,
 // unix.EINVAL)); operations on a closed object fail with [ErrClosed]; the
 // other conditions have sentinels in this package ([ErrNoDevice],
-// [ErrQueueFull], ...).
+// [ErrQueueFull], ...). A completion that failed is an error too:
+// [WorkCompletion.Err] returns a [*WCError], which errors.Is matches
+// against its [WCStatus] (errors.Is(err, verbs.WCRetryExcErr)).
 package verbs

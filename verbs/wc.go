@@ -125,7 +125,7 @@ type WorkCompletion struct {
 	Opcode       WCOpcode //
 	VendorErr    uint32   // provider-specific error detail
 	ByteLen      uint32   // bytes transferred (receives: bytes received, including a UD GRH)
-	ImmData      uint32   // immediate data in network byte order, or the invalidated rkey; see Imm
+	ImmData      uint32   // the immediate data as it came off the wire (network byte order; Imm converts), or the invalidated rkey in host order (InvalidatedRKey)
 	QPNum        uint32   // the local QP the work request belonged to
 	SrcQP        uint32   // UD: the sender's QP number
 	Flags        WCFlags  //
@@ -145,8 +145,10 @@ func (wc *WorkCompletion) Imm() uint32 { return fromBE32(wc.ImmData) }
 // only when Flags has WCWithInvalidate.
 func (wc *WorkCompletion) InvalidatedRKey() uint32 { return wc.ImmData }
 
-// HostToImm converts host-order immediate data to the network-order value
-// work requests carry.
+// HostToImm converts a host-order immediate value to the network-order
+// form WorkCompletion.ImmData holds (the inverse of WorkCompletion.Imm),
+// for building completions by hand, as tests do. Work requests take host
+// order: set SendWR.Imm to the value itself, never to HostToImm of it.
 func HostToImm(v uint32) uint32 { return fromBE32(v) }
 
 // fromBE32 reinterprets the in-memory bytes of v as a big-endian value (and
