@@ -11,6 +11,9 @@
 //	defer m.Close() // deregisters, then unmaps
 //	buf := m.Bytes()
 //
+// [MR.SGE] names part of a region in a local work request, [MR.Remote] what
+// a peer needs to reach it with RDMA (address, rkey, length).
+//
 // Register also accepts memory the caller owns (a Go slice, an mmap): the MR
 // keeps a reference to it so the garbage collector cannot free it while it
 // is registered. Never register memory on a goroutine stack (stacks move as
