@@ -10,16 +10,23 @@
 //		n, err := c.Poll(wc)
 //		...
 //		for _, w := range wc[:n] {
-//			if w.Status != verbs.WCSuccess {
+//			if err := w.Err(); err != nil {
 //				// only WRID, Status, QPNum and VendorErr are valid here
 //			}
 //		}
 //	}
 //
+// WorkCompletion.Err turns the status check into an error check (nil on
+// success). To wait, Next returns the next completion, or PollWait the
+// next batch, with one error for the wait and the completion together:
+//
+//	wc, err := c.Next(ctx) // ctx's error, or the completion's *verbs.WCError
+//
 // To sleep instead of spinning, bind the CQ to a completion channel
-// (Options.Channel) and use Wait, which arms the CQ, re-polls to close the
-// race with completions that arrived before arming, and parks on Go's
-// netpoller until the channel fires or the context ends.
+// (Options.Channel): Next and PollWait then use Wait, which arms the CQ,
+// re-polls to close the race with completions that arrived before arming,
+// and parks on Go's netpoller until the channel fires or the context
+// ends.
 package cq
 
 import (
