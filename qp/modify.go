@@ -156,7 +156,11 @@ type RTRAttr struct {
 	DestQPN         uint32       // the peer's QP number
 	RQPSN           uint32       // the peer's starting send PSN
 	MaxDestRDAtomic uint8        // RC: RDMA reads and atomics the peer may have outstanding here
-	MinRNRTimer     uint8        // RC: the RNR NAK delay code sent to the peer
+	// MinRNRTimer (RC) is the code of the delay the peer is told to wait
+	// before it retries a SEND that found no receive posted here (IBA
+	// table 45): 1 is 0.01 ms, 12 is 0.64 ms, 31 is 491.52 ms, and 0 is
+	// the longest, 655.36 ms. RNRTimerCode and RNRTimerDelay convert.
+	MinRNRTimer uint8
 }
 
 // ToRTR moves the QP from INIT to RTR (ready to receive).
@@ -180,17 +184,30 @@ func (q *QP) ToRTR(a RTRAttr) error {
 	return q.Modify(&attr, mask)
 }
 
-// RTSAttr are the attributes of the RTR→RTS transition.
+// RTSAttr are the attributes of the RTR→RTS transition. They are the IB
+// values as they are, zeros included: for an RC QP a Timeout of 0 waits
+// forever for an acknowledgement and a RetryCnt of 0 never retries, which
+// is why ToRTS refuses an RC RTSAttr whose four RC fields are all zero (the
+// zero value, not a choice). QP.Connect fills them in with defaults.
 type RTSAttr struct {
-	SQPSN       uint32 // our starting send PSN
-	Timeout     uint8  // RC: ACK timeout, 4.096 µs × 2^Timeout
-	RetryCnt    uint8  // RC: transport retries
-	RNRRetry    uint8  // RC: RNR retries (7: infinite)
+	SQPSN       uint32 // our starting send PSN (24 bits)
+	Timeout     uint8  // RC: ACK timeout, 4.096 µs × 2^Timeout for 1 to 31; 0: none, wait forever (AckTimeoutCode converts)
+	RetryCnt    uint8  // RC: transport retries after an ACK timeout, 0 to 7
+	RNRRetry    uint8  // RC: retries of a SEND that found no receive posted, 0 to 6, or 7: infinite (RNRRetryForever)
 	MaxRDAtomic uint8  // RC: RDMA reads and atomics we may have outstanding
 }
 
-// ToRTS moves the QP from RTR to RTS (ready to send).
+// ToRTS moves the QP from RTR to RTS (ready to send). For an RC QP it
+// refuses (EINVAL) an RTSAttr with Timeout, RetryCnt, RNRRetry and
+// MaxRDAtomic all zero: a QP that would wait forever for an ACK, never
+// retry and never read, almost always an RTSAttr left unfilled.
 func (q *QP) ToRTS(a RTSAttr) error {
+	if q.typ == RC && a.Timeout == 0 && a.RetryCnt == 0 && a.RNRRetry == 0 && a.MaxRDAtomic == 0 {
+		if q.isClosed() {
+			return verbs.ErrClosed
+		}
+		return fmt.Errorf("qp: RTS: RC attributes all zero (timeout 0 would wait forever for an acknowledgement): set Timeout, RetryCnt, RNRRetry and MaxRDAtomic, or use Connect: %w", unix.EINVAL)
+	}
 	attr := Attr{State: RTS, SQPSN: a.SQPSN}
 	mask := MaskState | MaskSQPSN
 	if q.typ == RC {

@@ -1,19 +1,25 @@
 // Package qp implements queue pairs: reliable connected (RC), unreliable
 // connected (UC) and unreliable datagram (UD).
 //
-// A QP is created in RESET and moved through INIT, RTR (ready to receive)
-// and RTS (ready to send) with the typed transitions ToInit, ToRTR and
-// ToRTS; ToError flushes it. Posting writes work queue elements straight
-// into the queues the kernel shares with the process: PostRecv makes no
-// system call at all, PostSend one (the provider's doorbell) per call, for
-// the whole list. Neither allocates.
+// A QP is created in RESET. Connect takes an RC or UC QP to RTS in one
+// call: given the peer's Endpoint (its QP number, PSN, LID, GID and MTU,
+// exchanged out of band), it moves the QP through INIT, RTR (ready to
+// receive) and RTS (ready to send) with the defaults of ConnectOptions,
+// none of which waits forever. The typed transitions ToInit, ToRTR and
+// ToRTS take the same steps one at a time with every attribute in the
+// caller's hands (UD QPs take these); ToError flushes the QP. Posting
+// writes work queue elements straight into the queues the kernel shares
+// with the process: PostRecv makes no system call at all, PostSend one
+// (the provider's doorbell) per call, for the whole list. Neither
+// allocates.
 //
-//	q, err := qp.New(pd, qp.Options{Type: qp.RC, SendCQ: scq, RecvCQ: rcq,
+//	q, err := qp.New(pd, qp.Options{Type: qp.RC, SendCQ: c, RecvCQ: c,
 //		Caps: qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
-//	err = q.ToInit(qp.InitAttr{Port: 1, Access: mr.RemoteWrite})
-//	err = q.ToRTR(qp.RTRAttr{Path: path, MTU: verbs.MTU1024, DestQPN: peer, RQPSN: psn})
-//	err = q.ToRTS(qp.RTSAttr{SQPSN: mypsn})
-//	err = q.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: sge}})
+//	me, err := q.Endpoint(1) // send me to the peer, receive its own as peer
+//	err = q.Connect(peer, qp.ConnectOptions{})
+//	err = q.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+//		SGList: []verbs.SGE{m.SGE(0, n)}}})
+//	wc, err := c.Next(ctx)
 package qp
 
 import (
