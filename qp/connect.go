@@ -12,9 +12,13 @@ import (
 )
 
 // ConnectOptions tune QP.Connect. The zero value is the common case: every
-// zero field takes the default its comment names, and no default waits
-// forever for anything. The names of the values that do (NoAckTimeout,
-// RNRRetryForever) say so.
+// zero field takes the default its comment names. The ACK timeout and the
+// transport retries are finite, so a dead peer fails the QP's sends
+// instead of stalling them; the one default without an end is
+// RNRRetryCount's, RNRRetryForever: a SEND waits for as long as the peer
+// takes to post a receive, as in ibv_rc_pingpong, perftest and rdma_cm
+// programs. The values that wait forever have names that say so
+// (NoAckTimeout, RNRRetryForever); a zero is never one of them.
 type ConnectOptions struct {
 	// Port is the local port, numbered from 1; 0 means 1.
 	Port int

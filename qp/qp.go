@@ -4,14 +4,14 @@
 // A QP is created in RESET. Connect takes an RC or UC QP to RTS in one
 // call: given the peer's Endpoint (its QP number, PSN, LID, GID and MTU,
 // exchanged out of band), it moves the QP through INIT, RTR (ready to
-// receive) and RTS (ready to send) with the defaults of ConnectOptions,
-// none of which waits forever. The typed transitions ToInit, ToRTR and
-// ToRTS take the same steps one at a time with every attribute in the
-// caller's hands (UD QPs take these); ToError flushes the QP. Posting
-// writes work queue elements straight into the queues the kernel shares
-// with the process: PostRecv makes no system call at all, PostSend one
-// (the provider's doorbell) per call, for the whole list. Neither
-// allocates.
+// receive) and RTS (ready to send) with the defaults of ConnectOptions, a
+// finite ACK timeout and retry count among them. The typed transitions
+// ToInit, ToRTR and ToRTS take the same steps one at a time with every
+// attribute in the caller's hands (UD QPs take these); ToError flushes
+// the QP. Posting writes work queue elements straight into the queues the
+// kernel shares with the process: PostRecv makes no system call at all,
+// PostSend one (the provider's doorbell) per call, for the whole list.
+// Neither allocates.
 //
 //	q, err := qp.New(pd, qp.Options{Type: qp.RC, SendCQ: c, RecvCQ: c,
 //		Caps: qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
