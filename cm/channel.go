@@ -255,9 +255,11 @@ func (ch *Channel) AttachContext(c *verbs.Context) error {
 // raw runs a command on the channel's fd.
 func (ch *Channel) raw(fn func(fd int) error) error { return ch.fd.Raw(fn) }
 
-// Close destroys every ID of the channel (and the QPs they own), stops the
-// event reader, closes the fd and then the device contexts the channel
-// opened (with everything created on them).
+// Close destroys every ID of the channel, as ID.Close does (the QPs they
+// own with them; a device context cm opened closes, with everything
+// created on it, when the last ID that uses it does, on whichever
+// channel), then stops the event reader and closes the fd. Contexts
+// attached with AttachContext stay open: they are the caller's.
 func (ch *Channel) Close() error {
 	ch.mu.Lock()
 	if ch.closed {

@@ -8,14 +8,21 @@
 // librdmacm: [ID.Bind], [ID.ResolveAddr] and [ID.ResolveRoute] on the active
 // side, [ID.Listen] and [ID.GetRequest] on the passive side, then
 // [ID.CreateQP], [ID.Connect] / [ID.Accept] or [ID.Reject], and
-// [ID.Disconnect]. Everything that waits for the peer or the fabric takes a
-// context.Context.
+// [ID.Disconnect] or [ID.DisconnectContext]. Everything that waits for the
+// peer or the fabric takes a context.Context. [ID.Done] is closed when a
+// connection ends (the peer disconnected, or the attempt failed), so a
+// program selects on it instead of running an event loop for it; [ID.Err]
+// says why.
 //
 // Around the kernel's commands the package does what librdmacm does: it
 // moves the ID's queue pair through its states with the attributes the
 // kernel hands out (INIT_QP_ATTR), re-applying INIT before RTR so remote
 // access is granted, sends the RTU, and moves the QP to ERR before a
-// disconnect. Each channel opens (or is given, [Channel.AttachContext]) the
+// disconnect. One thing it does differently: the kernel's connection
+// manager gives an RC QP a minimum RNR timer of 655.36 ms, so that every
+// SEND that finds no receive posted waits two thirds of a second before it
+// is retried, and librdmacm leaves it so; cm sets [ConnParam.MinRNRTimer],
+// 0.64 ms unless told otherwise. Each channel opens (or is given, [Channel.AttachContext]) the
 // verbs Context of the devices its IDs bind to, shared by the IDs and
 // reference-counted. [ID.Migrate] moves an ID to another channel.
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -74,6 +75,15 @@ type ConnParam struct {
 	// peer's request (Accept) or the device's maximum (Connect), 7
 	// transport retries and 7 (infinite) RNR retries.
 	Exact bool
+	// MinRNRTimer (RC on InfiniBand and RoCE) is how long the peer is
+	// told to wait before it retries a SEND that found no receive
+	// posted here, rounded up to the IB table's next value
+	// (qp.RNRTimerCode). 0 means qp.DefaultMinRNRTimer (0.64 ms), Exact
+	// or not: the kernel's connection manager would set 655.36 ms, so
+	// that every receive-not-ready cost the peer's SEND two thirds of a
+	// second. It is this side's QP attribute, set as Connect or Accept
+	// moves the QP to RTR; it is not sent, and received events carry 0.
+	MinRNRTimer time.Duration
 }
 
 // UDParam is what a UD (PS_UDP) connection request or establishment
@@ -116,17 +126,35 @@ type EventError struct {
 	Status int
 }
 
+// Error names the event and its status: "RDMA_CM_EVENT_REJECTED: rejected:
+// invalid service ID (reason 8: nothing listens on that address and port)",
+// "RDMA_CM_EVENT_UNREACHABLE: connection timed out". It does not begin
+// with "cm: ": the cm functions that return an EventError wrap it with
+// what they were doing ("cm: connect: RDMA_CM_EVENT_REJECTED: ...").
 func (e *EventError) Error() string {
-	s := "cm: " + e.Event.String()
+	s := e.Event.String()
 	switch {
-	case e.Event == EventRejected:
-		s += ": rejected, reason " + strconv.Itoa(e.Status)
+	case e.Event == EventRejected && e.Status > 0:
+		s += ": rejected: " + RejectReason(e.Status).String()
+	case e.Event == EventRejected && e.Status < 0:
+		s += ": rejected: " + errnoString(-e.Status)
 	case e.Status < 0:
 		s += ": " + errnoString(-e.Status)
 	case e.Status != 0:
 		s += ": status " + strconv.Itoa(e.Status)
 	}
 	return s
+}
+
+// Reason returns the reject reason of an EventRejected from an InfiniBand
+// or RoCE peer (its Status), and 0 for any other event. (On iWARP the
+// Status of EventRejected is a negative errno, -ECONNREFUSED or
+// -ECONNRESET.)
+func (e *EventError) Reason() RejectReason {
+	if e.Event != EventRejected || e.Status <= 0 {
+		return 0
+	}
+	return RejectReason(e.Status)
 }
 
 // Is makes errors.Is(err, ErrRejected) and friends hold.

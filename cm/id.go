@@ -72,7 +72,9 @@ type ID struct {
 	devRef    bool // dev is cm's shared context: release it on Close
 	port      uint8
 	qp        *qp.QP
-	req       ConnParam // the connect request's parameters (passive IDs)
+	req       ConnParam     // the connect request's parameters (passive IDs)
+	done      chan struct{} // closed when the connection ends (Done); made on demand
+	doneErr   error         // why it ended (Err); nil while it lasts
 }
 
 // CreateID creates an ID in port space ps.
@@ -128,6 +130,9 @@ func (id *ID) deliver(ev Event) {
 	id.mu.Lock()
 	id.queue = append(id.queue, ev)
 	id.delivered++
+	if ends(ev.Type) {
+		id.endLocked(ev.Err())
+	}
 	id.mu.Unlock()
 	select {
 	case id.notify <- struct{}{}:
@@ -177,7 +182,7 @@ func (id *ID) expect(ctx context.Context, want EventType) (Event, error) {
 		if err := ev.Err(); err != nil {
 			return ev, err
 		}
-		return ev, fmt.Errorf("cm: waiting for %s, got %s", want, ev.Type)
+		return ev, fmt.Errorf("got %s while waiting for %s", ev.Type, want)
 	}
 	return ev, nil
 }
@@ -392,7 +397,7 @@ func (id *ID) GetRequest(ctx context.Context) (*ID, Event, error) {
 		}
 		if ev.Type != EventConnectRequest {
 			if err := ev.Err(); err != nil {
-				return nil, ev, err
+				return nil, ev, fmt.Errorf("cm: waiting for a connection request: %w", err)
 			}
 			continue
 		}
@@ -485,7 +490,7 @@ func (id *ID) modifyQP(state qp.State, override func(*qp.Attr, *qp.AttrMask)) er
 	}
 	attr, mask, err := id.InitQPAttr(state)
 	if err != nil {
-		return fmt.Errorf("cm: %s attributes: %w", state, err)
+		return fmt.Errorf("%w (the QP's %s attributes)", err, state)
 	}
 	if override != nil {
 		override(attr, &mask)
@@ -504,6 +509,13 @@ func (id *ID) readyQP(p *ConnParam) error {
 	if err := id.modifyQP(qp.RTR, func(a *qp.Attr, m *qp.AttrMask) {
 		if p.ResponderResources != 0 {
 			a.MaxDestRDAtomic = p.ResponderResources
+		}
+		// The kernel's CM hands out min_rnr_timer 0, 655.36 ms, and
+		// rdma_ucm has no option to change it (rdma_set_min_rnr_timer
+		// is for kernel users): override it here, where librdmacm
+		// programs would have to modify the QP themselves.
+		if *m&qp.MaskMinRNRTimer != 0 {
+			a.MinRNRTimer = qp.RNRTimerCode(p.MinRNRTimer)
 		}
 	}); err != nil {
 		return err
@@ -524,8 +536,15 @@ const MaxRDAtomic = 255
 // conn_param (unless p.Exact): read depths from the peer's request when
 // accepting, the device's maximum when connecting; 7 retries and
 // infinite RNR retries. It then caps the read depths at what the device
-// supports, as librdmacm does.
+// supports, as librdmacm does. A zero MinRNRTimer becomes
+// qp.DefaultMinRNRTimer, Exact or not (it is not sent to the peer).
 func (id *ID) defaults(p *ConnParam, accept bool) error {
+	if p.MinRNRTimer == 0 {
+		p.MinRNRTimer = qp.DefaultMinRNRTimer
+	}
+	if p.MinRNRTimer < 0 || p.MinRNRTimer > qp.RNRTimerDelay(0) {
+		return fmt.Errorf("cm: MinRNRTimer %v: the IB table runs from 10µs to %v: %w", p.MinRNRTimer, qp.RNRTimerDelay(0), unix.EINVAL)
+	}
 	if !p.Exact {
 		if p.RetryCount == 0 {
 			p.RetryCount = 7
@@ -733,21 +752,27 @@ func (id *ID) reject(privateData []byte) error {
 	return ucma(id, "REJECT", uverbs.RDMA_USER_CM_CMD_REJECT, &req, nil, 0)
 }
 
-// Disconnect tears the connection down: it waits (up to 2 s) until the
-// device has sent the send work requests already posted, moves the QP to
-// the error state (InfiniBand and RoCE; SQD on iWARP), which flushes what
-// is still outstanding, and sends the CM's DREQ. The peer sees EventDisconnected and
-// answers with its own Disconnect (or Close); then this side sees
-// EventDisconnected too.
+// Disconnect tears the connection down without waiting for the peer: it
+// waits (up to 2 s) until the device has sent the send work requests
+// already posted, moves the QP to the error state (InfiniBand and RoCE;
+// SQD on iWARP), which flushes what is still outstanding, and sends the
+// CM's DREQ. The peer sees EventDisconnected and answers with its own
+// Disconnect (or Close); then this side sees EventDisconnected too, and
+// Done is closed. DisconnectContext also waits for that.
 func (id *ID) Disconnect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
+	defer cancel()
+	return id.disconnect(ctx)
+}
+
+// disconnect is Disconnect with drain bounding the wait for posted sends.
+func (id *ID) disconnect(drain context.Context) error {
 	if q := id.QP(); q != nil {
 		// Sends posted just before may not have left yet: 6.12's rxe
 		// transmits from a workqueue after the doorbell returns, and the
 		// QP's move to ERR below would flush them (docs/kernels.md, 1).
 		// Best effort, bounded: a dead peer must not hold Disconnect.
-		ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
-		_ = q.WaitSent(ctx)
-		cancel()
+		_ = q.WaitSent(drain)
 		var err error
 		if dev := id.Context(); dev != nil && dev.Device().NodeType.Transport() == verbs.TransportIWARP {
 			err = q.Modify(&qp.Attr{State: qp.SQD}, qp.MaskState)
@@ -876,8 +901,6 @@ func (id *ID) destroy(ch *Channel) (uint32, error) {
 	return resp.Reported, err
 }
 
-// Close destroys the ID's QP (if CreateQP made one) and the ID. Events
-// still queued for it are dropped.
 // check returns ErrClosed once Close has begun, for the operations that
 // look at their arguments before they reach the kernel.
 func (id *ID) check() error {
@@ -889,6 +912,20 @@ func (id *ID) check() error {
 	return nil
 }
 
+// Close destroys the ID and the QP CreateQP made for it, and drops the
+// events still queued for it. Done is closed; Err returns ErrClosed, or
+// the reason the connection had ended before. Close does not wait for the
+// peer. The QP goes first (work requests still queued on it complete
+// nowhere); then the kernel's connection manager, destroying the ID,
+// sends the peer a disconnect request if the connection is established
+// (the peer sees EventDisconnected), rejects a connection request the ID
+// received and did not accept (InfiniBand and RoCE: the peer sees
+// EventRejected, reason 28) and withdraws one it sent that is still
+// unanswered. A listening ID stops listening; the IDs its requests made
+// live on. A device context cm opened for the ID is closed with the last
+// ID that uses it, and with it everything created on it (the PD and CQs
+// of a NewEndpoint among them). Call DisconnectContext first to let the
+// sends already posted leave and the peer answer.
 func (id *ID) Close() error {
 	id.opMu.Lock()
 	defer id.opMu.Unlock()
@@ -901,6 +938,7 @@ func (id *ID) Close() error {
 	q, ch := id.qp, id.ch
 	id.qp = nil
 	id.queue = nil
+	id.endLocked(ErrClosed)
 	id.mu.Unlock()
 	var errs []error
 	if q != nil {

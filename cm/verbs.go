@@ -45,7 +45,10 @@ type Endpoint struct {
 // NewEndpoint creates the ID's PD (when pd is nil), its send and receive
 // CQs with their channels, and its QP with caps, and moves the QP to INIT.
 // The ID must be bound to a device (after ResolveAddr, or from
-// GetRequest). Closing the ID destroys the QP; Endpoint.Close the rest.
+// GetRequest). Endpoint.Close destroys all of it (the QP included, a PD
+// it was given excepted) and leaves the ID open; closing the ID destroys
+// the QP only, unless it was the last ID on a device context cm opened,
+// which closes with everything on it.
 func (id *ID) NewEndpoint(pd *verbs.PD, caps qp.Caps) (*Endpoint, error) {
 	dev := id.Context()
 	if dev == nil {
