@@ -6,12 +6,130 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/testutil/devexample"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/rpma"
 	"github.com/goverbs/goverbs/verbs"
 )
+
+func TestMain(m *testing.M) { devexample.Main(m, "Example") }
+
+// A server and a client in one program, the way librpma's
+// 02-read-to-volatile and 03-write-to-volatile pair up: the server
+// registers memory and sends its descriptor as private data; the client
+// RDMA-writes into it, reads it back, and disconnects; the server then
+// finds the bytes in its memory. The address is rxe0's (RoutableGID); a
+// program would take it from its command line.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dev, err := verbs.Open("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close() // after the peer and everything on it
+	gid, err := dev.RoutableGID(1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := gid.GID.Addr().String()
+	peer, err := rpma.NewPeer(dev)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer peer.Close()
+
+	// The server: 4 KiB a client may write to and read from.
+	ep, err := peer.Listen(addr, "0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ep.Close()
+	srvMem := make([]byte, 4096)
+	dst, err := peer.RegisterMR(srvMem, rpma.UsageWriteDst|rpma.UsageReadSrc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dst.Close()
+	served := make(chan string)
+	go func() {
+		req, err := ep.NextConnReq(ctx, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		conn, err := req.Connect(ctx, dst.Descriptor())
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer conn.Close()
+		for _, want := range []rpma.ConnEvent{rpma.ConnEstablished, rpma.ConnClosed} {
+			if ev, err := conn.NextEvent(ctx); err != nil || ev != want {
+				log.Fatalf("server: %v %v, want %v", ev, err, want)
+			}
+		}
+		conn.Disconnect()
+		served <- string(srvMem[:5])
+	}()
+
+	// The client.
+	buf, err := mr.Alloc(4096)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer buf.Close()
+	src, err := peer.RegisterMR(buf.Bytes(), rpma.UsageWriteSrc|rpma.UsageReadDst)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer src.Close()
+	req, err := peer.NewConnReq(ctx, addr, ep.Port(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn, err := req.Connect(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	if ev, err := conn.NextEvent(ctx); err != nil || ev != rpma.ConnEstablished {
+		log.Fatalf("client: %v %v", ev, err)
+	}
+	remote, err := rpma.RemoteMRFromDescriptor(conn.PrivateData())
+	if err != nil {
+		log.Fatal(err)
+	}
+	copy(buf.Bytes(), "hello")
+	if err := conn.Write(remote, 0, src, 0, 5, rpma.OnError, 0); err != nil {
+		log.Fatal(err)
+	}
+	// An RDMA READ after the WRITE, on the same connection, returns what
+	// the WRITE put there.
+	if err := conn.Read(src, 100, remote, 0, 5, rpma.Always, 1); err != nil {
+		log.Fatal(err)
+	}
+	wc := make([]verbs.WorkCompletion, 1)
+	for {
+		if err := conn.CQ().Wait(ctx); err != nil {
+			log.Fatal(err)
+		}
+		if n, err := conn.CQ().GetWC(wc); err == nil && n == 1 {
+			break
+		} else if !errors.Is(err, rpma.ErrNoCompletion) {
+			log.Fatal(err)
+		}
+	}
+	if err := wc[0].Err(); err != nil {
+		log.Fatal(err)
+	}
+	if err := conn.Disconnect(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("client read back %q, server has %q\n", buf.Bytes()[100:105], <-served)
+	// Output: client read back "hello", server has "hello"
+}
 
 // A client writes into the server's memory and makes the write visible
 // with a flush, the way librpma's 05-flush-to-persistent does: the server

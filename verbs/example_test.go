@@ -4,40 +4,98 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/netip"
+	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/testutil/devexample"
 	"github.com/goverbs/goverbs/verbs"
 )
 
+func TestMain(m *testing.M) {
+	devexample.Main(m, "Example", "ExampleContext_RoutableGID")
+}
+
 // Open a device, look at it, allocate a protection domain. Close releases
-// everything the context still owns.
+// everything the context still owns. (The context is called dev here:
+// ctx is the name of a context.Context, which RDMA programs need too.)
 func Example() {
-	ctx, err := verbs.Open("rxe0")
-	if errors.Is(err, verbs.ErrNoDevice) {
-		fmt.Println("no rxe0 here")
-		return
-	}
+	dev, err := verbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
+	defer dev.Close()
 
-	attr, err := ctx.QueryDevice()
+	attr, err := dev.QueryDevice()
 	if err != nil {
 		log.Fatal(err)
 	}
-	port, err := ctx.QueryPort(1)
+	port, err := dev.QueryPort(1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(ctx.Device().Name, attr.NodeGUID, port.State, port.ActiveMTU)
-
-	pd, err := ctx.AllocPD()
+	pd, err := dev.AllocPD()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pd.Close()
+	fmt.Println(dev.Device().Name, dev.Device().Driver, port.State, attr.MaxQP > 0)
+	// Output: rxe0 rxe PORT_ACTIVE true
+}
+
+// A missing device is ErrNoDevice.
+func ExampleOpen() {
+	_, err := verbs.Open("mlx5_7")
+	fmt.Println(errors.Is(err, verbs.ErrNoDevice))
+	// Output: true
+}
+
+// RoutableGID picks the GID a peer should address the port by: on RoCE
+// the RoCE v2 GID of the network device's IPv4 address, when it has one.
+// GID.Addr gives it as a netip.Addr.
+func ExampleContext_RoutableGID() {
+	dev, err := verbs.Open("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	e, err := dev.RoutableGID(1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(e.Type, e.GID.Addr().Is4())
+	// Output: RoCE v2 true
+}
+
+// GIDs and IP addresses convert both ways; an IPv4 address is
+// IPv4-mapped in a GID.
+func ExampleGIDFromAddr() {
+	gid := verbs.GIDFromAddr(netip.MustParseAddr("169.254.77.1"))
+	fmt.Println(gid, gid.Addr())
+	// Output: ::ffff:169.254.77.1 169.254.77.1
+}
+
+// One check per completion: Err is nil on success and a *WCError
+// otherwise, which errors.Is matches against the status.
+func ExampleWorkCompletion_Err() {
+	wc := verbs.WorkCompletion{WRID: 7, QPNum: 17, Status: verbs.WCRNRRetryExcErr}
+	err := wc.Err()
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, verbs.WCRNRRetryExcErr))
+	// Output:
+	// verbs: work request 0x7 on QP 17: RNR retry counter exceeded (vendor error 0x0)
+	// true
+}
+
+// SendWR.Imm is the host-order value; the receiver's WorkCompletion.Imm
+// returns it in host order again. Only WorkCompletion.ImmData holds the
+// wire's (network) byte order.
+func ExampleWorkCompletion_Imm() {
+	wr := verbs.SendWR{Opcode: verbs.WRSendWithImm, Imm: 0x01020304}
+	wc := verbs.WorkCompletion{Flags: verbs.WCWithImm, ImmData: verbs.HostToImm(wr.Imm)} // as the receiver gets it
+	fmt.Printf("%#x\n", wc.Imm())
+	// Output: 0x1020304
 }
 
 func ExampleDevices() {
@@ -75,12 +133,12 @@ func ExampleWCOpcode_String() {
 // CheckWR tells before posting whether the device can run an operation
 // that needs a capability (FLUSH, ATOMIC WRITE).
 func ExampleContext_CheckWR() {
-	ctx, err := verbs.Open("rxe0")
+	dev, err := verbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	if err := ctx.CheckWR(verbs.WRFlush, verbs.FlushPersistent); errors.Is(err, verbs.ErrNotCapable) {
+	defer dev.Close()
+	if err := dev.CheckWR(verbs.WRFlush, verbs.FlushPersistent); errors.Is(err, verbs.ErrNotCapable) {
 		fmt.Println("no persistent FLUSH here: write, then read back")
 	}
 }
@@ -90,12 +148,12 @@ func ExampleContext_CheckWR() {
 // watches them with epoll, and reads them with Context.Event and
 // cq.WaitChannel.
 func ExampleContext_AsyncFD() {
-	ctx, err := verbs.Open("rxe0")
+	dev, err := verbs.Open("rxe0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ctx.Close()
-	ch, err := ctx.NewCompChannel()
+	defer dev.Close()
+	ch, err := dev.NewCompChannel()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -104,10 +162,32 @@ func ExampleContext_AsyncFD() {
 		log.Fatal(err)
 	}
 	defer unix.Close(ep)
-	for _, fd := range []int{ctx.AsyncFD(), ch.FD()} {
+	for _, fd := range []int{dev.AsyncFD(), ch.FD()} {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
 		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			log.Fatal(err)
 		}
 	}
+}
+
+// An unused slot of a GID table has a zero interface id (its low 8
+// bytes), the test libibverbs uses; RoutableGID skips such entries.
+func ExampleGID_IsZero() {
+	linkLocal := verbs.GIDFromAddr(netip.MustParseAddr("fe80::"))
+	fmt.Println(linkLocal.IsZero(), verbs.GIDFromAddr(netip.MustParseAddr("169.254.77.1")).IsZero())
+	// Output: true false
+}
+
+// Soft-RoCE on a machine without RDMA hardware: an rxe device on an
+// Ethernet interface, as "rdma link add rxe0 type rxe netdev eth0" makes
+// it. It needs CAP_NET_ADMIN (root) and the rdma_rxe module.
+func ExampleAddLink() {
+	if err := verbs.AddLink("rxe0", verbs.DriverRXE, "eth0"); err != nil {
+		log.Fatal(err)
+	}
+	dev, err := verbs.Open("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
 }
