@@ -120,8 +120,10 @@ test-arm64: bed-test-arm64
 	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/arm64.log | sed 's/^/test-arm64: /'
 	@hack/vm/check-integration-log.sh $(LOGDIR)/arm64.log | sed 's/^/test-arm64: /'; exit $${PIPESTATUS[0]}
 
+## build: static bin/goverbs, and librpma's examples as bin/NN-name
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(GOVERBS) ./cmd/goverbs
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/bin/ ./examples/rpma/...
 
 ## demo: boot the test VM and run the main job
 demo: deps build

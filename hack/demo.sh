@@ -63,8 +63,10 @@ pingpong "goverbs pingpong -t rc server <-> ibv_rc_pingpong client (rdma-core)" 
 # librpma's 08-messages-ping-pong, both sides goverbs (rpma package).
 rpma_port=19000
 echo
-echo "== goverbs rpma-example 08-messages-ping-pong: Go server <-> Go client (seed 7, 4 rounds)"
-timeout 120 "$goverbs" rpma-example 08-messages-ping-pong server "$addr" "$rpma_port" >"$pp_tmp/rpma-server" 2>&1 &
+# The example is a program of its own (examples/rpma), built beside goverbs.
+rpma_ex=$(dirname "$goverbs")/08-messages-ping-pong
+echo "== examples/rpma/08-messages-ping-pong: Go server <-> Go client (seed 7, 4 rounds)"
+timeout 120 "$rpma_ex" server "$addr" "$rpma_port" >"$pp_tmp/rpma-server" 2>&1 &
 rpma_spid=$!
 wait_listen_rdma() { # the rdma_cm listener shows up as a cm_id in LISTEN state
 	for _ in $(seq 200); do
@@ -75,7 +77,7 @@ wait_listen_rdma() { # the rdma_cm listener shows up as a cm_id in LISTEN state
 }
 wait_listen_rdma || echo "demo: the rpma server does not listen on $rpma_port" >&2
 rpma_crc=0
-timeout 120 "$goverbs" rpma-example 08-messages-ping-pong client "$addr" "$rpma_port" 7 4 >"$pp_tmp/rpma-client" 2>&1 || rpma_crc=$?
+timeout 120 "$rpma_ex" client "$addr" "$rpma_port" 7 4 >"$pp_tmp/rpma-client" 2>&1 || rpma_crc=$?
 rpma_src=0
 wait "$rpma_spid" || rpma_src=$?
 echo "-- server (exit $rpma_src)"

@@ -186,7 +186,9 @@ func TestNoSiblingOnlyExports(t *testing.T) {
 			case strings.HasPrefix(rel, "internal/apicheck/"), strings.HasPrefix(rel, "internal/testutil/"),
 				strings.HasPrefix(rel, "verbs/") && !strings.HasSuffix(rel, "_test.go"):
 				// verbs itself and the test helpers show nothing
-			case strings.HasSuffix(rel, "_test.go"), strings.HasPrefix(rel, "cmd/"), strings.HasPrefix(rel, "bench/"):
+			case strings.HasSuffix(rel, "_test.go"), strings.HasPrefix(rel, "cmd/"), strings.HasPrefix(rel, "bench/"),
+				strings.HasPrefix(rel, "internal/tools/"), strings.HasPrefix(rel, "examples/"):
+				// the tools and examples are programs: what they use, a user's program can
 				public[name] = true
 			default:
 				sibling[name] = append(sibling[name], rel)
