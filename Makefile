@@ -160,7 +160,7 @@ fuzz:
 fuzz-long:
 	hack/fuzz.sh -save 5m
 
-## faults: the fault tests (internal/faults, race detector on) on two VMs
+## faults: the fault tests (internal/testutil/faults, race detector on) on two VMs
 ## joined by one link (hack/vm/two-host.sh): netem loss/duplication/
 ## reordering/delay, link down, peer process killed, peer VM powered off, for
 ## an RC verbs stream, an rpma write+flush stream and rdma_cm connections;
@@ -168,7 +168,7 @@ fuzz-long:
 .PHONY: faults
 faults: bed-faults
 	@mkdir -p $(LOGDIR)
-	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/testutil/faults
 	@set -o pipefail; start=$$SECONDS; \
 	hack/vm/two-host.sh --timeout 900 -- $(LOGDIR)/faults.test -test.v -test.timeout 12m 2>&1 | tee $(LOGDIR)/faults.log; \
 	rc=$$?; echo "faults: $$((SECONDS - start)) s"; exit $$rc
@@ -183,7 +183,7 @@ SOAK ?= 6m
 .PHONY: soak
 soak:
 	@mkdir -p $(LOGDIR)
-	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/faults
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/testutil/faults
 	@set -o pipefail; GOVERBS_FAULT_SOAK=$(SOAK) GOVERBS_FAULT_CM_POWEROFF=1 hack/vm/two-host.sh --timeout 1200 -- \
 		$(LOGDIR)/faults.test -test.v -test.run '^(TestSoak|TestCMPeerPoweredOff)$$' -test.timeout 15m 2>&1 | tee $(LOGDIR)/soak.log
 	@grep '^a| faults: |' $(LOGDIR)/soak.log | sed 's/^a| faults: //'

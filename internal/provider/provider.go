@@ -7,7 +7,7 @@
 // that provider's [Provider.Open] returns; every CQ, QP, SRQ, MR and AH
 // created on that verbs.Context calls through it. The object packages (cq,
 // qp, srq, mr) import this package and no provider, and never branch on a
-// driver id: internal/apicheck fails if they do.
+// driver id: internal/testutil/apicheck fails if they do.
 //
 // # Adding a provider
 //

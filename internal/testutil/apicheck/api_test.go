@@ -66,7 +66,7 @@ func load(t *testing.T) []pkg {
 	t.Helper()
 	var out []pkg
 	for _, p := range public {
-		dir := filepath.Join("..", "..", p)
+		dir := filepath.Join("..", "..", "..", p)
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
 			return !strings.HasSuffix(fi.Name(), "_test.go")

@@ -102,7 +102,7 @@ func seamViolations(filename string, src any) ([]string, error) {
 // import of a provider, no driver named, no branch on a driver id.
 func TestProviderSeam(t *testing.T) {
 	for _, p := range seamed {
-		dir := filepath.Join("..", "..", p)
+		dir := filepath.Join("..", "..", "..", p)
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: no Go files (%v)", dir, err)
