@@ -67,6 +67,7 @@ type Conn struct {
 	waitCancel context.CancelFunc
 	leader     *waiter
 	rw, ww, cw waiter // Read's, Write's (and CloseWrite's), Close's
+	waits      uint64 // channel waits (for tests)
 
 	wc      [32]verbs.WorkCompletion
 	recvWRs []verbs.RecvWR

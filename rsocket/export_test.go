@@ -41,3 +41,10 @@ func Sent(c *Conn) (sglBuffer, sglCredit, keepalives uint64) {
 	defer c.mu.Unlock()
 	return c.s.sentSGLBuffer, c.s.sentSGLCredit, c.kaSent
 }
+
+// Waits counts c's waits on its completion channel.
+func Waits(c *Conn) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waits
+}

@@ -3,12 +3,15 @@ package rsocket
 import (
 	"context"
 	"time"
+
+	"github.com/goverbs/goverbs/cq"
 )
 
 // Blocking.
 //
 // A call that cannot proceed waits for the CQ, which carries both
-// directions' completions, through its completion channel (cq.Wait). The
+// directions' completions, through its completion channel
+// (cq.WaitChannel, the CQ armed beforehand: see wait). The
 // kernel hands each channel event to one reader, so one waiting call at a
 // time, the leader, waits on the channel; the others (at most two: one
 // Read and one Write or CloseWrite, or Close) wait on their own wake-up
@@ -20,7 +23,7 @@ import (
 // raises a channel event.
 //
 // The leader waits with c.waitCtx, the same context every time, which is
-// what keeps cq.Wait free of allocations; a deadline, Close or a state
+// what keeps the channel wait free of allocations; a deadline, Close or a state
 // change the CQ does not report (CloseWrite, the CM's disconnect) ends
 // the leader's wait by cancelling that context and making a new one
 // (kick). Followers wake on their channel, which their deadline timer,
@@ -138,11 +141,14 @@ func (c *Conn) wait(w *waiter, cond int) error {
 	w.blocked = true
 	var err error
 	if c.leader == nil {
+		// Armed here, not by cq.Wait (which arms again itself): one
+		// REQ_NOTIFY per wait, and cq.WaitChannel only waits.
 		if err = c.cq.ReqNotify(false); err == nil && !c.ready(cond) && !c.cq.Pending() {
 			c.leader = w
+			c.waits++
 			ctx := c.waitCtx
 			c.mu.Unlock()
-			err = c.cq.Wait(ctx)
+			_, err = cq.WaitChannel(ctx, c.cch)
 			c.mu.Lock()
 			c.leader = nil
 			if err != nil && ctx.Err() != nil {

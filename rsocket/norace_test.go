@@ -1,0 +1,5 @@
+//go:build !race
+
+package rsocket_test
+
+const raceBuild = false
