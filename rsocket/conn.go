@@ -51,7 +51,8 @@ type Conn struct {
 	iwarp         bool
 
 	readMu  sync.Mutex // held by Read, CloseRead and Close
-	writeMu sync.Mutex // held by Write, CloseWrite and Close
+	writeMu sync.Mutex // held by Write, IOWrite, CloseWrite and Close
+	mapMu   sync.Mutex // held by IOMap, IOUnmap and Close
 
 	mu      sync.Mutex // the rest
 	s       *stream
@@ -76,6 +77,10 @@ type Conn struct {
 	ctrlBuf [maxCtrlMsg]byte
 	dataWR  [1]verbs.SendWR
 	dataSGE [2]verbs.SGE
+
+	maps     []*iomapping // our mapped buffers, by peer table entry (iomap.go)
+	mapQueue []*iomapping // mapped, not yet sent
+	mapBuf   [iomapSize]byte
 
 	kaTimer *time.Timer
 	kaSent  uint64 // keepalives posted
@@ -475,6 +480,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.mapQueue) > 0 {
+		if err := c.sendIOMaps(); err != nil {
+			return 0, c.opError("write", err)
+		}
+	}
 	n := 0
 	olen := olapStartSize
 	for {
@@ -527,18 +537,28 @@ func (c *Conn) writeErr() error {
 // returns its length.
 func (c *Conn) postData(p []byte, olen *int) int {
 	ch := c.s.nextChunk(len(p), olen)
+	c.post(ch, p[:ch.n], verbs.WRRDMAWriteWithImm)
+	return ch.n
+}
+
+// post posts one planned message: payload (len ch.n) inline, or copied
+// into the send buffer where ch says, written to the peer with op (WITH
+// IMM ch.imm, or plain) and ch.imm as wr_id.
+func (c *Conn) post(ch chunk, payload []byte, op verbs.WROpcode) {
 	wr := &c.dataWR[0]
-	*wr = verbs.SendWR{WRID: uint64(ch.imm), Opcode: verbs.WRRDMAWriteWithImm, Imm: ch.imm,
-		RemoteAddr: ch.raddr, RKey: ch.rkey}
+	*wr = verbs.SendWR{WRID: uint64(ch.imm), Opcode: op, RemoteAddr: ch.raddr, RKey: ch.rkey}
+	if op == verbs.WRRDMAWriteWithImm {
+		wr.Imm = ch.imm
+	}
 	if ch.inline {
-		wr.InlineData = p[:ch.n]
+		wr.InlineData = payload
 	} else {
 		first := ch.n - ch.wrap
-		copy(c.sbuf[ch.off:ch.off+first], p[:first])
+		copy(c.sbuf[ch.off:ch.off+first], payload[:first])
 		c.dataSGE[0] = verbs.SGE{Addr: c.smr.IOVA() + uint64(ch.off), Length: uint32(first), LKey: c.smr.LKey()}
 		wr.SGList = c.dataSGE[:1]
 		if ch.wrap > 0 {
-			copy(c.sbuf[:ch.wrap], p[first:ch.n])
+			copy(c.sbuf[:ch.wrap], payload[first:])
 			c.dataSGE[1] = verbs.SGE{Addr: c.smr.IOVA(), Length: uint32(ch.wrap), LKey: c.smr.LKey()}
 			wr.SGList = c.dataSGE[:2]
 		}
@@ -548,7 +568,6 @@ func (c *Conn) postData(p []byte, olen *int) int {
 	if err != nil {
 		c.s.fail(fmt.Errorf("rsocket: post: %w", err))
 	}
-	return ch.n
 }
 
 // CloseWrite shuts down the sending side (rshutdown(SHUT_WR)): a Write
@@ -670,6 +689,8 @@ func (c *Conn) Close() error {
 	defer c.readMu.Unlock()
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
 	c.mu.Lock()
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
@@ -703,6 +724,11 @@ func (c *Conn) free() error {
 	}
 	if c.qp != nil {
 		closeIt(c.qp)
+	}
+	for _, m := range c.maps {
+		if m != nil {
+			closeIt(m.mr)
+		}
 	}
 	if c.smr != nil {
 		closeIt(c.smr)

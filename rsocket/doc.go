@@ -40,6 +40,16 @@
 // entries (capped at the device's), messages of 2 KiB growing to 64 KiB
 // within one Write, four control messages in flight.
 //
+// # Zero-copy writes
+//
+// Conn.IOMap, Conn.IOWrite and Conn.IOUnmap are riomap, riowrite and
+// riounmap: one side maps a buffer of its own at an offset of its
+// choosing, the mapping reaches the peer with the side's next Write, and
+// the peer's IOWrite then RDMA-WRITEs into it by offset, without the
+// application being told (it says so in-band, as riostream does with the
+// buffer's last byte). A side can hold as many of the peer's mappings as
+// its IOMapSize option allows (0 by default, as in C).
+//
 // A peer that breaks the protocol (bad private data, an unknown message,
 // more data or messages than it was granted) fails the connection with
 // an error wrapping ErrProtocol; nothing it sends makes this side access

@@ -48,3 +48,10 @@ func Waits(c *Conn) uint64 {
 	defer c.mu.Unlock()
 	return c.waits
 }
+
+// PeerIOMaps describes the peer's windows c knows of.
+func PeerIOMaps(c *Conn) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("%+v", c.s.iomaps)
+}

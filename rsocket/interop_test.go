@@ -2,11 +2,13 @@ package rsocket_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +32,13 @@ import (
 
 // rstreamSide runs the Go end of that test on c and checks every byte.
 func rstreamSide(c net.Conn, client bool, size, count, iters int) error {
+	return rstreamPaced(c, client, size, count, iters, -1)
+}
+
+// rstreamPaced is rstreamSide with a pause of 300 ms after the first
+// pause transfers this side sends: a C receiver that has read everything
+// before then polls its CQ, which is when it grants credits.
+func rstreamPaced(c net.Conn, client bool, size, count, iters, pause int) error {
 	var sendCtr, recvCtr byte
 	var sent, got int64
 	buf := make([]byte, max(size, 16))
@@ -68,7 +77,10 @@ func rstreamSide(c net.Conn, client bool, size, count, iters int) error {
 		return err
 	}
 	for range iters {
-		for range count {
+		for i := range count {
+			if i == pause && client {
+				time.Sleep(300 * time.Millisecond)
+			}
 			if err := first(size); err != nil {
 				return err
 			}
@@ -208,11 +220,23 @@ func rstreamPath(t *testing.T) string {
 // VM has no other users.
 func cPort() int { return 20000 + rand.IntN(10000) }
 
-// dialC dials a C server that may not listen yet: its refusals are
-// retried while it runs.
+// dialC dials a C server once it listens. rstream and riostream set
+// their options (-B, RDMA_IOMAPSIZE) on the listening rsocket after
+// rlisten, while librdmacm's listen thread already accepts in the
+// background: a request that comes in between gets rsocket's defaults
+// (seen: riostream -B 8192 answering with no iomap entry). So dialC waits
+// until rdma_cm lists the server's listening ID, and a little more.
 func dialC(t *testing.T, srv *proc.Proc, addr string, opts ...rsocket.Option) *rsocket.Conn {
 	t.Helper()
 	ctx := timeout(t, 2*time.Minute)
+	rdma := testutil.LookPath(t, "rdma")
+	for !listening(rdma, srv.Cmd.Process.Pid, addr) {
+		if srv.Exited() || ctx.Err() != nil {
+			t.Fatalf("the C server never listened on %s:\n%v", addr, srv)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
 	for {
 		c, err := rsocket.Dial(ctx, "tcp", addr, opts...)
 		if err == nil {
@@ -238,7 +262,14 @@ func TestInteropGoClientCServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := dialC(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)), tc.opts...)
-			if err := rstreamSide(c, true, tc.size, tc.count, tc.iters); err != nil {
+			// 64B: C reads the first 250 messages, runs dry and polls
+			// (granting credits, with no buffer half free: a
+			// credit-only update) before the rest come.
+			pause := -1
+			if tc.size == 64 {
+				pause = 250
+			}
+			if err := rstreamPaced(c, true, tc.size, tc.count, tc.iters, pause); err != nil {
 				t.Fatalf("Go client: %v\n%v", err, srv)
 			}
 			expectEOF(t, c)
@@ -290,6 +321,13 @@ func TestInteropCClientGoServer(t *testing.T) {
 			}
 			checkRstreamOutput(t, cli, tc.size, tc.count, tc.iters)
 			checkCPeer(t, c, tc.cHalf())
+			// 64B: reading 192 of C's 300 messages (half the credits)
+			// makes this side grant again, with no buffer half to
+			// publish: a zero-length WRITE WITH IMM with no address or
+			// key, which C's device must take.
+			if _, credit, _ := rsocket.Sent(c); tc.size == 64 && credit == 0 {
+				t.Errorf("no credit-only update sent to C after %d small messages", tc.count)
+			}
 		})
 	}
 }
@@ -458,4 +496,27 @@ func TestInteropVersionRejected(t *testing.T) {
 func rejectedByApp(err error) bool {
 	var ee *cm.EventError
 	return errors.As(err, &ee) && ee.Event == cm.EventRejected && ee.Status == 28
+}
+
+// listening reports whether process pid has an rdma_cm ID listening on
+// addr, from rdma(8)'s resource listing.
+func listening(rdma string, pid int, addr string) bool {
+	out, err := exec.Command(rdma, "-j", "resource", "show", "cm_id").Output()
+	if err != nil {
+		return false
+	}
+	var ids []struct {
+		State   string `json:"state"`
+		PID     int    `json:"pid"`
+		SrcAddr string `json:"src-addr"`
+	}
+	if json.Unmarshal(out, &ids) != nil {
+		return false
+	}
+	for _, id := range ids {
+		if id.State == "LISTEN" && id.PID == pid && id.SrcAddr == addr {
+			return true
+		}
+	}
+	return false
 }

@@ -77,7 +77,8 @@ type stream struct {
 	rbufGrant int
 	rbufAddr  uint64 // the receive buffer as the peer addresses it
 	rbufKey   uint32
-	iomapLen  int // entries of our iomap table (after the target SGL in tmem)
+	iomapLen  int          // entries of our iomap table (after the target SGL in tmem)
+	iomaps    []iomapEntry // the peer's windows, copied as their updates arrive
 
 	peer                         connData  // what the peer sent when connecting
 	stats                        recvStats // messages received, by kind
@@ -112,6 +113,7 @@ func newStream(c streamConfig) *stream {
 		rbufAddr:  c.rbufAddr,
 		rbufKey:   c.rbufKey,
 		rmsg:      make([]uint32, c.rqSize+1),
+		iomaps:    make([]iomapEntry, c.iomapLen),
 		ctrlMax:   qpCtrlSize,
 		sglNext:   1,
 		sqeAvail:  c.sqSize - qpCtrlSize,
@@ -219,20 +221,80 @@ func (s *stream) nextChunk(left int, olen *int) chunk {
 		s.targetIdx = (s.targetIdx + 1) % sglSize
 	}
 	s.sseqNo++
+	s.place(&c)
+	return c
+}
+
+// place takes a send queue slot and send-buffer space for c.n bytes: in
+// the work request when they fit the inline limit, else at the buffer's
+// head, wrapping to its start (C's ssgl[0] and ssgl[1]). Inline messages
+// count against the buffer too, as in C.
+func (s *stream) place(c *chunk) {
 	s.sqeAvail--
-	s.sbufAvail -= n
-	if n <= s.sqInline {
+	s.sbufAvail -= c.n
+	if c.n <= s.sqInline {
 		c.inline = true
-		return c
+		return
 	}
 	c.off = s.sbufHead
-	if left := s.sbufSize - s.sbufHead; n >= left {
-		c.wrap = n - left
+	if left := s.sbufSize - s.sbufHead; c.n >= left {
+		c.wrap = c.n - left
 		s.sbufHead = c.wrap
 	} else {
-		s.sbufHead += n
+		s.sbufHead += c.n
 	}
+}
+
+// nextIOMap plans the message that tells the peer about our window in its
+// iomap table entry idx (rs_write_iomap): 24 bytes WRITTEN WITH IMM into
+// the table, which costs a data credit the peer never returns (C's
+// receiver does not count it; ours does). The caller has checked
+// canSend.
+func (s *stream) nextIOMap(idx int) chunk {
+	c := chunk{n: iomapSize, raddr: s.remoteMap.Addr + iomapSize*uint64(idx), rkey: s.remoteMap.Key,
+		imm: msg(opIOMapSGL, uint32(idx))}
+	s.sseqNo++
+	s.place(&c)
 	return c
+}
+
+// canWriteDirect reports whether an IOWrite chunk may go out: a send
+// slot and send-buffer room. (C's riowrite also waits for a data credit
+// and target space, which it does not use.)
+func (s *stream) canWriteDirect() bool {
+	return s.sqeAvail > 0 && s.sbufAvail >= sndLowat
+}
+
+// nextDirect plans the next chunk of an IOWrite of left bytes at offset
+// off into the peer's window e (rs_write_direct): a plain RDMA WRITE,
+// sized like a data message and cut at the window's end. The caller has
+// checked canWriteDirect and that e covers off.
+func (s *stream) nextDirect(left int, olen *int, e iomapEntry, off uint64) chunk {
+	n := left
+	if *olen < left {
+		n = *olen
+		if *olen < maxTransfer {
+			*olen <<= 1
+		}
+	}
+	n = min(n, s.sbufAvail)
+	if end := e.Offset + uint64(e.SGE.Length) - off; uint64(n) > end {
+		n = int(end)
+	}
+	c := chunk{n: n, raddr: e.SGE.Addr + (off - e.Offset), rkey: e.SGE.Key, imm: msg(opWrite, uint32(n))}
+	s.place(&c)
+	return c
+}
+
+// findIOMap returns the peer's window that covers offset off
+// (rs_find_iomap).
+func (s *stream) findIOMap(off uint64) (iomapEntry, bool) {
+	for _, e := range s.iomaps {
+		if e.SGE.Length != 0 && off >= e.Offset && off-e.Offset < uint64(e.SGE.Length) {
+			return e, true
+		}
+	}
+	return iomapEntry{}, false
 }
 
 // sent processes the completion of one of our send work requests, whose
@@ -328,10 +390,20 @@ func (s *stream) recv(imm, n uint32) error {
 		}
 		s.sseqComp = uint16(data)
 	case opIOMapSGL:
-		// The entry is in our iomap table already; C takes no action.
+		// The entry is in our iomap table now (RC places the write
+		// before its completion). C takes no action and reads the
+		// table whenever riowrite runs; a copy taken here is what
+		// IOWrite uses, never a half-written entry.
 		if n != iomapSize || int(data) >= s.iomapLen {
 			return protocolError("iomap update of %d bytes for entry %d of %d", n, data, s.iomapLen)
 		}
+		off := sglSize*sgeSize + int(data)*iomapSize
+		s.iomaps[data] = getIOMapEntry(s.tmem[off:off+iomapSize], native)
+		// It took one of the credits the peer counts; C's receiver
+		// never gives it back (the peer's window narrows by one for
+		// good), this one counts it as consumed. It is not in the
+		// ring, so the ring still holds every message in flight.
+		s.rseqNo++
 		s.stats.IOMap++
 	case opWrite:
 		// Never sent (it tags riowrite's own work requests); C

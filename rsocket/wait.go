@@ -31,10 +31,11 @@ import (
 
 // Wait conditions.
 const (
-	condRead  = iota // data to read, or reading is over
-	condWrite        // a message may be sent, or writing is over
-	condCtrl         // a control slot is free, or the connection is down
-	condSent         // every send has completed, or the connection is down
+	condRead   = iota // data to read, or reading is over
+	condWrite         // a message may be sent, or writing is over
+	condCtrl          // a control slot is free, or the connection is down
+	condSent          // every send has completed, or the connection is down
+	condDirect        // an IOWrite chunk may be sent, or writing is over
 )
 
 // ready reports whether cond holds. The caller holds c.mu.
@@ -46,6 +47,8 @@ func (c *Conn) ready(cond int) bool {
 		return c.s.canSend() || c.s.state&stWritable == 0
 	case condCtrl:
 		return c.s.ctrlAvail() || c.s.state&stConnected == 0
+	case condDirect:
+		return c.s.canWriteDirect() || c.s.state&stWritable == 0
 	default:
 		return c.s.allSent()
 	}
