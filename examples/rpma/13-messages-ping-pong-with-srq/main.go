@@ -170,9 +170,19 @@ func server(e *common.Env) error {
 				if err := srq.Recv(b.RecvMR, off, common.MsgSize, slot); err != nil {
 					return e.Fail("rpma_srq_recv", err)
 				}
-				binary.NativeEndian.PutUint64(b.Send[off:], v+1)
+				// The reply goes out from the connection's own send slot, not
+				// from the receive slot the message landed in (librpma's C
+				// server uses that one): the send is unsignaled, so nothing
+				// says when it has left, and another client's message can
+				// land in the same receive slot meanwhile and overwrite the
+				// reply before it goes (seen on a loaded test bed). A client
+				// sends its next message only after it has the reply, so
+				// its previous reply has left by the time its slot is
+				// written again.
+				soff := uint64(idx) * common.MsgSize
+				binary.NativeEndian.PutUint64(b.Send[soff:], v+1)
 				e.Printf("[server] value sent: %d from the connection [qp#%d]\n", v+1, qp)
-				if err := conns[idx].conn.Send(b.SendMR, off, common.MsgSize, rpma.OnError, 0); err != nil {
+				if err := conns[idx].conn.Send(b.SendMR, soff, common.MsgSize, rpma.OnError, 0); err != nil {
 					return e.Fail("rpma_send", err)
 				}
 			}
