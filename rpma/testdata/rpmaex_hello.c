@@ -377,8 +377,24 @@ gpspm_client(const struct ex_args *a, int scch)
 	len += pb_put(msg + SEND_OFF + len, 2, STR_SIZE);
 	len += pb_put(msg + SEND_OFF + len, 3, (uintptr_t)FLUSH_ID);
 	EX_TRY(rpma_send(conn, msg_mr, SEND_OFF, len, RPMA_F_COMPLETION_ALWAYS, NULL));
-	EX_TRY(gpspm_wc(conn, scch, IBV_WC_SEND, &wc));
-	EX_TRY(gpspm_wc(conn, scch, IBV_WC_RECV, &wc));
+	if (scch) {
+		/*
+		 * One channel for both CQs: the response's RECV may be reported
+		 * before the request's SEND (the server answers as soon as the
+		 * request lands). Take the two in either order, as the Go port
+		 * does; keep the RECV's completion for its length.
+		 */
+		struct ibv_wc w[2];
+		EX_TRY(ex_conn_wc(conn, &w[0]));
+		EX_TRY(ex_conn_wc(conn, &w[1]));
+		int r = w[0].opcode == IBV_WC_RECV ? 0 : 1;
+		EX_TRY(ex_check_wc(&w[1 - r], IBV_WC_SEND, "rpma_send"));
+		EX_TRY(ex_check_wc(&w[r], IBV_WC_RECV, "rpma_recv"));
+		wc = w[r];
+	} else {
+		EX_TRY(gpspm_wc(conn, scch, IBV_WC_SEND, &wc));
+		EX_TRY(gpspm_wc(conn, scch, IBV_WC_RECV, &wc));
+	}
 	if (pb_get(msg + RECV_OFF, wc.byte_len, 1, &ctx)) {
 		fprintf(stderr, "Cannot unpack the flush response buffer\n");
 		return -1;
