@@ -16,6 +16,14 @@ import (
 	"github.com/goverbs/goverbs/cm"
 )
 
+// transportRetries is the RC retry count asked for. C's rsocket asks
+// for 7, which rxe takes as "retry for ever" (its completer counts down
+// only counts below 7; docs/kernels.md): a peer whose host died would
+// then never fail a connection, keepalive or not. 6 is one retry less on
+// hardware and finite on rxe. The RNR retry count stays 7 (infinite),
+// which rsocket's control messages rely on.
+const transportRetries = 6
+
 // acceptTimeout bounds one connection's set-up on the passive side (the
 // REP and the wait for the RTU), so that a peer that vanishes mid-way
 // does not hold up the connections behind it.
@@ -69,7 +77,7 @@ func dial(ctx context.Context, dst netip.AddrPort, cfg *config) (*Conn, error) {
 		return nil, err
 	}
 	pd := c.connData()
-	p := cm.ConnParam{PrivateData: pd[:], FlowControl: 1, RetryCount: 7, RNRRetryCount: 7, Exact: true}
+	p := cm.ConnParam{PrivateData: pd[:], FlowControl: 1, RetryCount: transportRetries, RNRRetryCount: 7, Exact: true}
 	ev, err := id.Connect(ctx, p)
 	if err != nil {
 		c.free()
@@ -292,7 +300,7 @@ func (l *Listener) accept(id *cm.ID, ev cm.Event) (*Conn, error) {
 		ResponderResources: ev.Conn.ResponderResources,
 		InitiatorDepth:     ev.Conn.InitiatorDepth,
 		FlowControl:        ev.Conn.FlowControl,
-		RetryCount:         ev.Conn.RetryCount,
+		RetryCount:         min(ev.Conn.RetryCount, transportRetries),
 		RNRRetryCount:      ev.Conn.RNRRetryCount,
 		Exact:              true,
 	}
