@@ -613,9 +613,12 @@ func (c *Conn) shutdown(rd, wr bool) error {
 			c.s.state &^= stWritable
 		}
 	}
+	// Only CloseWrite, or CloseRead once writing is over too, has
+	// something to tell the peer.
+	tell := connected && (wr || c.s.state&stWritable == 0)
 	c.wakeAll(nil)
 	c.mu.Unlock()
-	if !connected {
+	if !tell {
 		return nil
 	}
 	// A Write in progress returns (writable is gone) before the control
@@ -624,9 +627,6 @@ func (c *Conn) shutdown(rd, wr bool) error {
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if rd && c.s.state&stWritable != 0 {
-		return nil
-	}
 	code := uint32(ctrlDisconnect)
 	if c.s.state&stReadable != 0 {
 		code = ctrlShutdown

@@ -705,12 +705,43 @@ func TestConnCloseWrite(t *testing.T) {
 	}
 }
 
-// CloseRead: Read returns EOF at once; writing goes on.
+// CloseRead: Read returns EOF at once — a blocked one too — and a
+// blocked Write neither blocks it nor is disturbed; writing goes on.
 func TestConnCloseRead(t *testing.T) {
-	c1, c2 := pipe(t)
+	c1, c2 := pipe(t, rsocket.ReceiveBufferSize(8192))
 	guard(t, 2*time.Minute, c1, c2)
-	if err := c1.CloseRead(); err != nil {
-		t.Fatal(err)
+	rerr := make(chan error, 1)
+	go func() {
+		_, err := c1.Read(make([]byte, 1))
+		rerr <- err
+	}()
+	big := randBytes(8, 100_000) // more than c2's buffer: blocks until c2 reads
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c1.Write(big)
+		werr <- err
+	}()
+	testutil.WaitParked(t, "rsocket.(*Conn).wait")
+	time.Sleep(100 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- c1.CloseRead() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CloseRead waited for the blocked Write")
+	}
+	if err := <-rerr; err != io.EOF {
+		t.Fatalf("blocked read after CloseRead: %v, want EOF", err)
+	}
+	got := make([]byte, len(big))
+	if _, err := io.ReadFull(c2, got); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("peer read the blocked write: %v", err)
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("the write blocked across CloseRead: %v", err)
 	}
 	if _, err := c1.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("read after CloseRead: %v, want EOF", err)

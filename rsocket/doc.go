@@ -60,6 +60,23 @@
 // yet: Dial and Listen's connections fail with verbs.ErrNotCapable on
 // them.
 //
+// # Where this side differs from C (none of it changes the wire format)
+//
+//   - The receive buffer's second half is published when the connection
+//     is set up; C publishes it with its application's first call.
+//   - Credits are granted as soon as Read has consumed enough, not at the
+//     next call that polls.
+//   - An iomap update is counted as a consumed credit, so the peer gets
+//     it back; C's receiver never returns it.
+//   - IOWrite waits for send-queue and buffer room only; C's riowrite also
+//     waits for a data credit and receive space it does not use.
+//   - The RC retry count asked for is 6, not 7: rxe never counts 7 down,
+//     so a peer whose host died would never fail the connection.
+//   - Peer messages are checked: a reserved operation, an unknown control
+//     message, more data or messages than granted, or an SGL update that
+//     overwrites an entry still in use fail the connection (C queues
+//     reserved operations as data and trusts the rest).
+//
 // # Blocking
 //
 // Read and Write wait on the connection's completion channel (cq.Wait),
