@@ -16,7 +16,7 @@ import (
 
 // public lists the packages the API promise covers (README, "Stability /
 // API promise"), relative to the module root.
-var public = []string{"verbs", "cq", "qp", "srq", "mr", "cm", "rpma", "uverbs"}
+var public = []string{"verbs", "cq", "qp", "srq", "mr", "cm", "rpma", "rsocket", "uverbs"}
 
 // plumbing names what once leaked from one goverbs package to its siblings
 // through the public API and must not come back: "Type.Method", "Type.Field"
