@@ -38,18 +38,23 @@ func parseFile(t *testing.T, name string) (counts, []got) {
 
 func (f failure) Pkg() string { return strings.TrimPrefix(f.pkg, "example.com/tsx/") }
 
+// sampleFailures is what testdata/verbose.log and quiet.log (one go test
+// run over the same three packages, with and without -v) hold: a failed
+// subtest (its parent not repeated), a parallel test, a panic in a test
+// and a package that panicked in init.
+var sampleFailures = []got{
+	{"a", "TestBad/sub2", "a_test.go:6: boom: want 1, got 2"},
+	{"a", "TestPar1", "a_test.go:9: par1 died"},
+	{"b", "TestPanic", "/usr/local/go/src/testing/testing.go:2101 +0x4c5"},
+	{"c", "", "/src/tsx/c/c_test.go:4 +0x25"},
+}
+
 func TestParseVerbose(t *testing.T) {
 	c, fails := parseFile(t, "verbose.log")
 	if diff := cmp.Diff(counts{passed: 3, failed: 4, skipped: 1, tests: true}, c, cmp.AllowUnexported(counts{})); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
-	want := []got{
-		{"a", "TestBad/sub2", "a_test.go:6: boom: want 1, got 2"},
-		{"a", "TestPar1", "a_test.go:9: par1 died"},
-		{"b", "TestPanic", "/usr/local/go/src/testing/testing.go:2101 +0x4c5"},
-		{"c", "", "/src/tsx/c/c_test.go:4 +0x25"},
-	}
-	if diff := cmp.Diff(want, fails); diff != "" {
+	if diff := cmp.Diff(sampleFailures, fails); diff != "" {
 		t.Errorf("failures (-want +got):\n%s", diff)
 	}
 }
@@ -59,13 +64,7 @@ func TestParseQuiet(t *testing.T) {
 	if c.passed != 0 || c.failed != 4 {
 		t.Errorf("counts = %+v, want 0 passed, 4 failed", c)
 	}
-	want := []got{
-		{"a", "TestBad/sub2", "a_test.go:6: boom: want 1, got 2"},
-		{"a", "TestPar1", "a_test.go:9: par1 died"},
-		{"b", "TestPanic", "/usr/local/go/src/testing/testing.go:2101 +0x4c5"},
-		{"c", "", "/src/tsx/c/c_test.go:4 +0x25"},
-	}
-	if diff := cmp.Diff(want, fails); diff != "" {
+	if diff := cmp.Diff(sampleFailures, fails); diff != "" {
 		t.Errorf("failures (-want +got):\n%s", diff)
 	}
 }
