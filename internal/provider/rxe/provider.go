@@ -3,7 +3,6 @@ package rxe
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/provider"
@@ -225,6 +224,17 @@ type srq struct {
 	attr provider.SRQAttr
 	resp uverbs.RxeCreateSrqResp
 	ring *RecvRing
+	// mi is where MODIFY_SRQ's driver data tells the kernel to write the
+	// resized queue's mmap information. The command carries only its
+	// address, which the garbage collector and the stack copier cannot
+	// see: a local would be on the goroutine's stack (escape analysis
+	// sees no pointer leave), and a stack that grows before the system
+	// call moves it, so the kernel would write into the old stack and
+	// the remap read zeroes (mmap EINVAL: seen in TestSRQResizeWhilePosting
+	// after the seam made the call path deeper). As a field of the SRQ,
+	// which is on the heap, it never moves; Modify runs under the SRQ's
+	// lock, one at a time.
+	mi uverbs.RxeMminfo
 }
 
 func (c *ucontext) NewSRQ(attr provider.SRQAttr) (provider.SRQ, error) {
@@ -253,21 +263,17 @@ func (s *srq) CanResize() bool { return true }
 // the new one, and a receive posted to the old queue after that copy
 // would be lost.
 func (s *srq) Modify(resize bool, do func(provider.Udata) error) error {
-	mi := new(uverbs.RxeMminfo)
-	cmd := &uverbs.RxeModifySrqCmd{Info_addr: uverbs.Addr(unsafe.Pointer(mi))}
+	s.mi = uverbs.RxeMminfo{}
+	cmd := &uverbs.RxeModifySrqCmd{Info_addr: uverbs.Addr(unsafe.Pointer(&s.mi))}
 	u := provider.Udata{In: provider.Bytes(cmd)}
 	if !resize {
-		err := do(u)
-		runtime.KeepAlive(mi)
-		return err
+		return do(u)
 	}
 	old, err := s.ring.Resize(func() (*Queue, error) {
-		err := do(u)
-		runtime.KeepAlive(mi)
-		if err != nil {
+		if err := do(u); err != nil {
 			return nil, err
 		}
-		return s.ctx.mapQueue("queue", *mi, RecvWQEHeader)
+		return s.ctx.mapQueue("queue", s.mi, RecvWQEHeader)
 	})
 	if err != nil {
 		return err
