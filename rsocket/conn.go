@@ -216,7 +216,12 @@ func (c *Conn) start() {
 	c.mu.Unlock()
 	go c.watchCM()
 	if c.keepalive > 0 {
+		// Under c.mu, which sendKeepalive takes before it reads kaTimer:
+		// the timer may fire before AfterFunc's result is stored (the
+		// race detector saw it in TestInteropKeepalive).
+		c.mu.Lock()
 		c.kaTimer = time.AfterFunc(c.keepalive, c.sendKeepalive)
+		c.mu.Unlock()
 	}
 }
 
