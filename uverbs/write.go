@@ -54,7 +54,13 @@ func Write[T any](fd *FD, op string, command uint32, req *T, resp unsafe.Pointer
 
 // Addr returns p as the 64-bit user address the ABI carries. The caller
 // must keep p reachable (and unmoved) for as long as the kernel may use the
-// address: pass it to Write or keep it in an Ioctl.
+// address: pass it to Write or keep it in an Ioctl. Unmoved means not on a
+// goroutine stack: a stack that grows between Addr and the system call is
+// copied elsewhere, and the kernel then writes into the old one. A local
+// whose address only reaches the kernel through Addr stays on the stack
+// (escape analysis sees no pointer leave), so p must point into an object
+// that is on the heap for another reason (a field of a long-lived object,
+// a buffer an Ioctl or Write keeps) or off the Go heap altogether.
 func Addr(p unsafe.Pointer) uint64 { return uint64(uintptr(p)) }
 
 // Doorbell is a prepared POST_SEND write command with wr_count 0: the
