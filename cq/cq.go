@@ -68,6 +68,8 @@ type CQ struct {
 	// ring is the provider's CQ (package internal/provider), made by the
 	// context's provider at creation.
 	ring provider.CQ
+	// ready is ring's emptiness test (ring.Ready), read under pollLock.
+	ready *provider.Ready
 	// pollLock is Poll's one lock and close guard: Resize holds it across
 	// RESIZE_CQ and the ring's switch, Close closes it.
 	pollLock provider.Lock
@@ -154,6 +156,7 @@ func (c *CQ) create(opts Options) error {
 		return fmt.Errorf("cq: %w", err)
 	}
 	c.ring = ring
+	c.ready = ring.Ready()
 	c.cqe = int(respCQE)
 	return nil
 }
@@ -190,8 +193,13 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 	if !c.pollLock.Lock() {
 		return 0, verbs.ErrClosed
 	}
-	// One interface call into the provider; View keeps wc off the heap
-	// (see package internal/provider).
+	// An empty CQ answers from the provider's emptiness test, one load;
+	// otherwise one interface call into the provider, where View keeps wc
+	// off the heap (see package internal/provider).
+	if !c.ready.Pending() {
+		c.pollLock.Unlock()
+		return 0, nil
+	}
 	n := c.ring.Poll(provider.View[provider.WC](wc))
 	c.pollLock.Unlock()
 	return n, nil

@@ -123,6 +123,7 @@ package provider
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/uverbs"
@@ -201,6 +202,34 @@ type Context interface {
 	RegMR() Udata
 }
 
+// Ready is a CQ's emptiness test, published by its provider, so that the
+// generic Poll answers an empty poll, the common case of a busy-polling
+// loop, with one load and no call into the provider: an interface call
+// is an indirect branch, which costs a few nanoseconds on hardware but
+// tens under the test bed's emulation, where it showed as a slower empty
+// poll than the branch per provider it replaced.
+//
+// The CQ holds a completion the next Poll would return exactly when the
+// 32-bit Word, loaded with acquire order, masked with Mask, differs from
+// Idle. Every ring format known fits:
+//
+//   - rxe: Word is the producer index the kernel writes, Mask all ones,
+//     Idle the consumer index (moved by each Poll);
+//   - siw: Word is the flags word of the CQE at the consumer index (moved
+//     by each Poll), Mask the VALID bit, Idle 0;
+//   - hardware rings with an owner or phase bit (pvrdma, mlx5): Word is
+//     the CQE at the consumer index, Mask the owner bit, Idle the value
+//     that bit has while the slot still belongs to the device.
+type Ready struct {
+	Word *uint32
+	Mask uint32
+	Idle uint32
+}
+
+// Pending reports whether a completion is waiting. The caller holds the
+// poll lock (the provider moves Word and Idle under it).
+func (r *Ready) Pending() bool { return atomic.LoadUint32(r.Word)&r.Mask != r.Idle }
+
 // CQ is a provider's completion queue.
 type CQ interface {
 	// Udata returns CREATE_CQ's driver data.
@@ -210,6 +239,10 @@ type CQ interface {
 	// Poll moves up to len(wc) completions, oldest first, into wc and
 	// returns how many. It never blocks. The caller holds the poll lock.
 	Poll(wc []WC) int
+	// Ready returns the CQ's emptiness test (see [Ready]), valid from
+	// Start on. It stays at the same address for the CQ's life; Poll and
+	// Resize keep it current, under the poll lock.
+	Ready() *Ready
 	// Queued returns how many completions are waiting to be polled.
 	Queued() int
 	// Pending reports whether a completion is waiting to be polled.

@@ -69,7 +69,19 @@ func (r *RecvQueue) Posted() int { return r.Posts }
 func (r *RecvQueue) Shut() {}
 
 // CQ is a provider.CQ without a device: it holds WCs to poll.
-type CQ struct{ WCs []provider.WC }
+type CQ struct {
+	WCs   []provider.WC
+	ready provider.Ready
+	one   uint32
+}
+
+// Ready implements provider.CQ: the test always says "pending", so every
+// Poll reaches the CQ.
+func (c *CQ) Ready() *provider.Ready {
+	c.one = 1
+	c.ready = provider.Ready{Word: &c.one, Mask: 1}
+	return &c.ready
+}
 
 // Udata implements provider.CQ.
 func (c *CQ) Udata() provider.Udata { return provider.Udata{} }

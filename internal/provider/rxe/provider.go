@@ -50,6 +50,8 @@ type cq struct {
 	ctx  *ucontext
 	resp uverbs.RxeCreateCqResp
 	q    *Queue // replaced by Resize, under the caller's poll lock
+	// ready: the kernel's producer index against our consumer index.
+	ready provider.Ready
 }
 
 func (c *ucontext) NewCQ(int) (provider.CQ, error) { return &cq{ctx: c}, nil }
@@ -58,9 +60,20 @@ func (c *cq) Udata() provider.Udata { return provider.Udata{Out: provider.Bytes(
 
 func (c *cq) Start(uint32) error {
 	q, err := c.ctx.mapQueue("ring", c.resp.Mi, unsafe.Sizeof(provider.WC{}))
-	c.q = q
-	return err
+	if err != nil {
+		return err
+	}
+	c.setQueue(q)
+	return nil
 }
+
+// setQueue switches to ring q and points the emptiness test at it.
+func (c *cq) setQueue(q *Queue) {
+	c.q = q
+	c.ready = provider.Ready{Word: q.prod, Mask: ^uint32(0), Idle: q.ConsumerIndex()}
+}
+
+func (c *cq) Ready() *provider.Ready { return &c.ready }
 
 // Poll copies up to len(wc) completions from the ring, oldest first, and
 // releases their slots. It never blocks.
@@ -79,6 +92,7 @@ func (c *cq) Poll(wc []provider.WC) int {
 		i = q.Next(i)
 	}
 	q.Consume(i)
+	c.ready.Idle = i
 	return int(n)
 }
 
@@ -100,7 +114,7 @@ func (c *cq) Resize(_ int, do func(provider.Udata) error) error {
 		return err
 	}
 	old := c.q
-	c.q = q
+	c.setQueue(q)
 	return uverbs.Munmap(old.Mem())
 }
 

@@ -224,3 +224,55 @@ func TestWriteRecv1MatchesWriteRecv(t *testing.T) {
 		t.Fatalf("WQE %+v, SGE %+v", w, sge)
 	}
 }
+
+// TestCQReady checks the emptiness test the generic Poll reads before it
+// calls Poll: it must say "pending" exactly when Poll would return
+// something, across a wrap and a resize.
+func TestCQReady(t *testing.T) {
+	mem := fakeQueue(t, 7, 8)
+	q, err := NewQueue(mem, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.NativeEndian.PutUint32(mem[offConsumer:], 6)
+	binary.NativeEndian.PutUint32(mem[offProducer:], 6)
+	c := &cq{}
+	c.setQueue(q)
+	r := c.Ready()
+	wc := make([]provider.WC, 2)
+	check := func(step string, want bool) {
+		t.Helper()
+		if got := r.Pending(); got != want || c.Pending() != want {
+			t.Fatalf("%s: Ready.Pending %v, Pending %v, want %v", step, got, c.Pending(), want)
+		}
+	}
+	check("empty", false)
+	binary.NativeEndian.PutUint32(mem[offProducer:], 1) // 3 CQEs: 6, 7, 0
+	check("3 produced", true)
+	if n := c.Poll(wc); n != 2 {
+		t.Fatalf("polled %d", n)
+	}
+	check("1 left", true)
+	if n := c.Poll(wc); n != 1 {
+		t.Fatalf("polled %d", n)
+	}
+	check("all polled (wrapped)", false)
+	// A resize maps a new ring whose indices start elsewhere: the test
+	// must follow it.
+	mem2 := fakeQueue(t, 7, 16)
+	q2, err := NewQueue(mem2, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.NativeEndian.PutUint32(mem2[offConsumer:], 3)
+	binary.NativeEndian.PutUint32(mem2[offProducer:], 4)
+	c.setQueue(q2)
+	if c.Ready() != r {
+		t.Fatal("Ready moved")
+	}
+	check("resized, one copied over", true)
+	if n := c.Poll(wc); n != 1 {
+		t.Fatalf("polled %d", n)
+	}
+	check("resized, polled", false)
+}

@@ -21,7 +21,15 @@ type CQ struct {
 	// lock; Available and Pending read it without that lock, so it is
 	// accessed atomically.
 	get atomic.Uint32
+	// ready: the VALID bit of the CQE at get.
+	ready provider.Ready
 }
+
+// validMask is SIW_WQE_VALID at its place in a CQE's ownership word.
+var validMask = func() uint32 {
+	h := cqeHead{flags: uverbs.SIW_WQE_VALID}
+	return *(*uint32)(unsafe.Pointer(&h))
+}()
 
 // init wraps the mapping of a CQ with num CQEs and disarms it, as
 // rdma-core does at creation.
@@ -31,6 +39,7 @@ func (c *CQ) init(mem []byte, num uint32) error {
 		return err
 	}
 	c.r, c.ctrl = r, (*uint32)(unsafe.Add(r.base, uintptr(num)*CQESize))
+	c.ready = provider.Ready{Word: r.head(c.get.Load()), Mask: validMask}
 	atomic.StoreUint32(c.ctrl, uverbs.SIW_NOTIFY_NOT)
 	return nil
 }
@@ -94,9 +103,14 @@ func (c *CQ) Poll(wc []provider.WC) int {
 	}
 	if n > 0 {
 		c.get.Store(get)
+		c.ready.Word = c.r.head(get)
 	}
 	return n
 }
+
+// Ready returns the CQ's emptiness test: the VALID bit of the CQE at the
+// consumer counter.
+func (c *CQ) Ready() *provider.Ready { return &c.ready }
 
 // Queued counts the completions waiting to be polled.
 func (c *CQ) Queued() int {

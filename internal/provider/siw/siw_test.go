@@ -37,9 +37,18 @@ func TestCQPollAndArm(t *testing.T) {
 	cqes := unsafe.Slice((*uverbs.SiwCqe)(unsafe.Pointer(&m[0])), n)
 	ctrl := (*uverbs.SiwCqCtrl)(unsafe.Pointer(&m[n*CQESize]))
 	wc := make([]provider.WC, 8)
+	// The emptiness test the generic Poll reads first must agree with
+	// Pending at every step.
+	ready := func(step string) {
+		t.Helper()
+		if c.Ready().Pending() != c.Pending() {
+			t.Fatalf("%s: Ready.Pending %v, Pending %v", step, c.Ready().Pending(), c.Pending())
+		}
+	}
 	if got := c.Poll(wc); got != 0 || c.Pending() || c.Queued() != 0 {
 		t.Fatalf("empty CQ polled %d", got)
 	}
+	ready("empty")
 	// The kernel writes three CQEs: a receive, a send error, a bad opcode.
 	cqes[0] = uverbs.SiwCqe{Id: 7, Opcode: uverbs.SIW_OP_RECEIVE, Bytes: 64, Qp_id: 3, Flags: uverbs.SIW_WQE_VALID}
 	cqes[1] = uverbs.SiwCqe{Id: 8, Opcode: uverbs.SIW_OP_WRITE, Status: uverbs.SIW_WC_WR_FLUSH_ERR, Qp_id: 3, Flags: uverbs.SIW_WQE_VALID}
@@ -47,6 +56,7 @@ func TestCQPollAndArm(t *testing.T) {
 	if !c.Pending() || c.Queued() != 3 {
 		t.Fatalf("pending %v, available %d", c.Pending(), c.Queued())
 	}
+	ready("3 written")
 	if got := c.Poll(wc[:2]); got != 2 {
 		t.Fatalf("polled %d, want 2", got)
 	}
@@ -59,15 +69,19 @@ func TestCQPollAndArm(t *testing.T) {
 	if cqes[0].Flags != 0 || cqes[1].Flags != 0 || cqes[2].Flags == 0 {
 		t.Error("polled CQEs not handed back, or the unpolled one was")
 	}
+	ready("1 left")
 	if got := c.Poll(wc); got != 1 || wc[0].Status != provider.WCGeneralErr {
 		t.Errorf("corrupt CQE: %d %+v", got, wc[0])
 	}
+	ready("all polled")
 	// Wrap around.
 	cqes[3] = uverbs.SiwCqe{Id: 10, Flags: uverbs.SIW_WQE_VALID}
 	cqes[0] = uverbs.SiwCqe{Id: 11, Flags: uverbs.SIW_WQE_VALID}
+	ready("wrapped, 2 written")
 	if got := c.Poll(wc); got != 2 || wc[0].WRID != 10 || wc[1].WRID != 11 {
 		t.Errorf("wrapped: %d %+v", got, wc[:2])
 	}
+	ready("wrapped, polled")
 	if ctrl.Flags != uverbs.SIW_NOTIFY_NOT {
 		t.Errorf("new CQ armed: %#x", ctrl.Flags)
 	}
