@@ -485,56 +485,78 @@ func (c *Conn) Write(p []byte) (int, error) {
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.mapQueue) > 0 {
-		if err := c.sendIOMaps(); err != nil {
-			return 0, c.opError("write", err)
-		}
+	if err := c.sendIOMaps("write"); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, c.writeOver("write")
 	}
 	n := 0
 	olen := olapStartSize
-	for {
-		if n == len(p) && n > 0 {
-			return n, nil
-		}
-		if c.closing {
-			return n, c.opError("write", net.ErrClosed)
-		}
-		if c.ww.expired() {
-			return n, c.opError("write", errTimeout)
-		}
-		if err := c.writeErr(); err != nil {
+	for n < len(p) {
+		if err := c.awaitPost("write", condWrite); err != nil {
 			return n, err
-		}
-		if n == len(p) {
-			return n, nil
-		}
-		if !c.s.canSend() {
-			c.progress()
-		}
-		if !c.s.canSend() {
-			if err := c.writeErr(); err != nil {
-				return n, err
-			}
-			if err := c.wait(&c.ww, condWrite); err != nil {
-				return n, c.opError("write", err)
-			}
-			continue
 		}
 		n += c.postData(p[n:], &olen)
 	}
+	return n, nil
 }
 
-// writeErr is why Write cannot send, or nil.
-func (c *Conn) writeErr() error {
+// awaitPost returns nil once a post of kind cond (condWrite: a message;
+// condDirect: an IOWrite chunk) may go out, or the error that ends the
+// writing call op: Close, the write deadline, or the write side's end.
+// Write, IOWrite and sendIOMaps share it. The caller holds writeMu and
+// c.mu.
+func (c *Conn) awaitPost(op string, cond int) error {
+	for {
+		if err := c.writeOver(op); err != nil {
+			return err
+		}
+		if !c.canPost(cond) {
+			c.progress()
+		}
+		if c.canPost(cond) {
+			return nil
+		}
+		// A wait also ends when the write side does: the loop then
+		// reports why.
+		if err := c.wait(&c.ww, cond); err != nil {
+			return c.opError(op, err)
+		}
+	}
+}
+
+// canPost reports whether a post of kind cond may go out now.
+func (c *Conn) canPost(cond int) bool {
+	if cond == condDirect {
+		return c.s.canWriteDirect()
+	}
+	return c.s.canSend()
+}
+
+// writeOver is why the writing call op cannot go on (Close, the write
+// deadline, the write side's end), or nil.
+func (c *Conn) writeOver(op string) error {
+	switch {
+	case c.closing:
+		return c.opError(op, net.ErrClosed)
+	case c.ww.expired():
+		return c.opError(op, errTimeout)
+	}
+	return c.writeErr(op)
+}
+
+// writeErr is why the writing call op cannot send, or nil.
+func (c *Conn) writeErr(op string) error {
 	switch {
 	case c.s.state&stWritable != 0:
 		return nil
 	case c.localWR:
-		return c.opError("write", syscall.EPIPE)
+		return c.opError(op, syscall.EPIPE)
 	case c.s.state&stError != 0 || c.s.err != nil:
-		return c.opError("write", c.s.err)
+		return c.opError(op, c.s.err)
 	default:
-		return c.opError("write", syscall.ECONNRESET) // as C's rsend
+		return c.opError(op, syscall.ECONNRESET) // as C's rsend
 	}
 }
 

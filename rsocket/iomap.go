@@ -115,23 +115,12 @@ func (c *Conn) IOUnmap(buf []byte) error {
 }
 
 // sendIOMaps sends the mappings IOMap queued (rs_send_iomaps), each once
-// a message may be sent. The caller holds writeMu and c.mu.
-func (c *Conn) sendIOMaps() error {
+// a message may be sent, for the writing call op. The caller holds
+// writeMu and c.mu.
+func (c *Conn) sendIOMaps(op string) error {
 	for len(c.mapQueue) > 0 {
-		if c.closing {
-			return net.ErrClosed
-		}
-		if err := c.writeErr(); err != nil {
+		if err := c.awaitPost(op, condWrite); err != nil {
 			return err
-		}
-		if !c.s.canSend() {
-			c.progress()
-		}
-		if !c.s.canSend() {
-			if err := c.wait(&c.ww, condWrite); err != nil {
-				return err
-			}
-			continue
 		}
 		m := c.mapQueue[0]
 		c.mapQueue = c.mapQueue[1:]
@@ -153,37 +142,17 @@ func (c *Conn) IOWrite(p []byte, offset uint64) (int, error) {
 	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.mapQueue) > 0 {
-		if err := c.sendIOMaps(); err != nil {
-			return 0, c.opError("iowrite", err)
-		}
+	if err := c.sendIOMaps("iowrite"); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, c.writeOver("iowrite")
 	}
 	n := 0
 	olen := olapStartSize
-	for {
-		if n == len(p) && n > 0 {
-			return n, nil
-		}
-		if c.closing {
-			return n, c.opError("iowrite", net.ErrClosed)
-		}
-		if c.ww.expired() {
-			return n, c.opError("iowrite", errTimeout)
-		}
-		if err := c.writeErr(); err != nil {
+	for n < len(p) {
+		if err := c.awaitPost("iowrite", condDirect); err != nil {
 			return n, err
-		}
-		if n == len(p) {
-			return n, nil
-		}
-		if !c.s.canWriteDirect() {
-			c.progress()
-		}
-		if !c.s.canWriteDirect() {
-			if err := c.wait(&c.ww, condDirect); err != nil {
-				return n, c.opError("iowrite", err)
-			}
-			continue
 		}
 		off := offset + uint64(n)
 		e, ok := c.s.findIOMap(off)
@@ -197,4 +166,5 @@ func (c *Conn) IOWrite(p []byte, offset uint64) (int, error) {
 		c.post(ch, p[n:n+ch.n], verbs.WRRDMAWrite)
 		n += ch.n
 	}
+	return n, nil
 }
