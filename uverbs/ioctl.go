@@ -41,6 +41,9 @@ type ioctlBuf struct {
 type Ioctl struct {
 	buf  ioctlBuf
 	keep [MaxAttrs]unsafe.Pointer
+	// also is memory the kernel reaches through an address inside an
+	// attribute's data (see Keep).
+	also unsafe.Pointer
 	kind [MaxAttrs]uint8
 	op   string
 	err  error
@@ -135,6 +138,13 @@ func (r *Ioctl) Out(id uint16, p unsafe.Pointer, size uintptr) int {
 	r.keep[r.last()] = p
 	return r.last()
 }
+
+// Keep keeps p reachable with the request: memory the kernel reaches
+// through an address inside an attribute's data (driver data that embeds
+// one, taken with Addr), rather than through the attribute itself. Like
+// the buffers of In and Out, p escapes to the heap by construction, so
+// that address cannot go stale when a goroutine stack moves.
+func (r *Ioctl) Keep(p unsafe.Pointer) { r.also = p }
 
 // Handle adds an object handle input (IDR attribute: length 0, the handle
 // in data).

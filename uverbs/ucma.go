@@ -31,9 +31,11 @@ func fillUcma[T any](b *ucmaBuf[T], cmd uint32, req *T, respLen uintptr) {
 // UcmaWrite issues an rdma_cm command on fd (a raw descriptor the caller
 // keeps open across the call). If the command has a response, req's
 // response field must hold the address of resp (see Addr); resp is kept
-// reachable across the call. A non-blocking fd makes GET_EVENT return
+// reachable across the call, and is on the heap by construction (see
+// escape), so the address the caller took cannot go stale. A non-blocking fd makes GET_EVENT return
 // EAGAIN when no event is queued.
 func UcmaWrite[T any](fd int, op string, cmd uint32, req *T, resp unsafe.Pointer, respLen uintptr) error {
+	escape(resp)
 	var b ucmaBuf[T]
 	fillUcma(&b, cmd, req, respLen)
 	_, err := unix.Write(fd, unsafe.Slice((*byte)(unsafe.Pointer(&b)), unsafe.Sizeof(b)))

@@ -37,8 +37,10 @@ func fillWrite[T any](b *writeBuf[T], command uint32, req *T, respLen uintptr) {
 
 // Write issues the legacy write() command on the uverbs fd. If the command
 // has a response, req's response field must hold the address of resp (see
-// Addr) and respLen its size; resp is kept reachable across the call.
+// Addr) and respLen its size; resp is kept reachable across the call, and
+// is on the heap by construction (see escape).
 func Write[T any](fd *FD, op string, command uint32, req *T, resp unsafe.Pointer, respLen uintptr) error {
+	escape(resp)
 	var b writeBuf[T]
 	fillWrite(&b, command, req, respLen)
 	err := fd.Use(func(raw int) error {
@@ -54,14 +56,39 @@ func Write[T any](fd *FD, op string, command uint32, req *T, resp unsafe.Pointer
 
 // Addr returns p as the 64-bit user address the ABI carries. The caller
 // must keep p reachable (and unmoved) for as long as the kernel may use the
-// address: pass it to Write or keep it in an Ioctl. Unmoved means not on a
-// goroutine stack: a stack that grows between Addr and the system call is
-// copied elsewhere, and the kernel then writes into the old one. A local
-// whose address only reaches the kernel through Addr stays on the stack
-// (escape analysis sees no pointer leave), so p must point into an object
-// that is on the heap for another reason (a field of a long-lived object,
-// a buffer an Ioctl or Write keeps) or off the Go heap altogether.
+// address. Unmoved means not on a goroutine stack: a stack that grows
+// between Addr and the system call is copied elsewhere, and the kernel
+// then writes into the old one. A local whose address only reaches the
+// kernel through Addr stays on the stack (escape analysis sees no pointer
+// leave). So p must be one of:
+//
+//   - the response passed to Write or UcmaWrite with the same command:
+//     those make it escape to the heap by construction (see escape);
+//   - memory handed to the same request's Ioctl.Keep (provider.Udata's
+//     Keep), which escapes by construction too;
+//   - a field of an object on the heap for another reason (a long-lived
+//     object such as an SRQ's);
+//   - memory off the Go heap (an mmap).
+//
+// Ioctl attributes need no Addr: In and Out keep the pointer, and Do
+// recomputes the address from it just before the system call.
 func Addr(p unsafe.Pointer) uint64 { return uint64(uintptr(p)) }
+
+// escape makes p escape to the heap in every caller, by construction: the
+// store below never runs, but escape analysis does not know that, so a
+// local whose address is passed here is allocated on the heap, where it
+// does not move. Write and UcmaWrite pass their response through it, so
+// the address the caller put in the request with Addr stays valid.
+func escape(p unsafe.Pointer) {
+	if escapeSink.never {
+		escapeSink.p = p
+	}
+}
+
+var escapeSink struct {
+	never bool
+	p     unsafe.Pointer
+}
 
 // Doorbell is a prepared POST_SEND write command with wr_count 0: the
 // doorbell that tells providers whose send queue lives in shared memory

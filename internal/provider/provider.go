@@ -147,6 +147,11 @@ type Provider struct {
 type Udata struct {
 	In  []byte
 	Out []byte
+	// Keep is memory an address inside In points at (taken with
+	// uverbs.Addr), such as where the kernel writes a resized queue's
+	// mmap information. Add hands it to the request's Ioctl.Keep, which
+	// makes it escape to the heap: the address cannot go stale.
+	Keep unsafe.Pointer
 }
 
 // Add adds u to the command r as its UHW_IN and UHW_OUT attributes,
@@ -157,6 +162,9 @@ func (u Udata) Add(r *uverbs.Ioctl) {
 	}
 	if len(u.Out) > 0 {
 		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&u.Out[0]), uintptr(len(u.Out)))
+	}
+	if u.Keep != nil {
+		r.Keep(u.Keep)
 	}
 }
 

@@ -279,7 +279,7 @@ func (s *srq) CanResize() bool { return true }
 func (s *srq) Modify(resize bool, do func(provider.Udata) error) error {
 	s.mi = uverbs.RxeMminfo{}
 	cmd := &uverbs.RxeModifySrqCmd{Info_addr: uverbs.Addr(unsafe.Pointer(&s.mi))}
-	u := provider.Udata{In: provider.Bytes(cmd)}
+	u := provider.Udata{In: provider.Bytes(cmd), Keep: unsafe.Pointer(&s.mi)}
 	if !resize {
 		return do(u)
 	}
