@@ -3,6 +3,9 @@ package qp_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/testutil"
@@ -69,8 +72,12 @@ func TestUDServerRepliesFromWC(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both QPs are on one device: the sender's GID is ours, and the GRH
-	// carries the hop limit and traffic class the client's AH set.
+	// carries the client's traffic class. The hop limit is the route's:
+	// creating a RoCE AH, the kernel replaces the AH's hop limit with the
+	// one of the route to the destination GID (ib_resolve_eth_dmac), which
+	// is the IPv4 default TTL here.
 	want := path
+	want.GRH.HopLimit = defaultTTL(t)
 	if attr != want {
 		t.Errorf("InitAHFromWC = %+v, want %+v", attr, want)
 	}
@@ -86,4 +93,19 @@ func TestUDServerRepliesFromWC(t *testing.T) {
 	}
 	defer backAH.Close()
 	exchange(client, server, backAH, wc2.SrcQP, "ack", 3)
+}
+
+// defaultTTL is the IPv4 hop limit of a route without its own
+// (net.ipv4.ip_default_ttl).
+func defaultTTL(t *testing.T) uint8 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_default_ttl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint8(v)
 }
