@@ -79,3 +79,17 @@ func TestRateTables(t *testing.T) {
 		t.Errorf("String %q", s)
 	}
 }
+
+// TestNodeTypeString checks NodeType.String against ibv_node_type_str
+// (rdma-core v44 libibverbs/enum_strs.c).
+func TestNodeTypeString(t *testing.T) {
+	for n, want := range map[verbs.NodeType]string{
+		0: "unknown", verbs.NodeCA: "InfiniBand channel adapter", verbs.NodeSwitch: "InfiniBand switch",
+		verbs.NodeRouter: "InfiniBand router", verbs.NodeRNIC: "iWARP NIC", verbs.NodeUSNIC: "usNIC",
+		verbs.NodeUSNICUDP: "usNIC UDP", verbs.NodeUnspecified: "unspecified", 8: "unknown",
+	} {
+		if got := n.String(); got != want {
+			t.Errorf("NodeType(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
