@@ -39,10 +39,10 @@ type ReregAttr struct {
 // them). Work requests in flight on the MR must have completed, and Rereg
 // must not run concurrently with other uses of the MR.
 //
-// A device whose driver cannot re-register an MR (siw; rxe for
-// ReregTranslation, which it does not implement) refuses with
-// verbs.ErrNotCapable: the kernel answers EOPNOTSUPP. On failure the MR is
-// unchanged.
+// A device whose driver cannot re-register an MR so refuses with
+// verbs.ErrNotCapable: the kernel answers EOPNOTSUPP. That is siw, rxe on
+// Linux 6.1, and rxe on 6.12 for ReregTranslation (6.12's rxe takes PD and
+// access changes only, and keeps the keys). On failure the MR is unchanged.
 //
 // Memory given with ReregTranslation must stay mapped while registered, as
 // for Register; an MR made by New keeps its own buffer until Close.
