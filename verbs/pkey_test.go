@@ -12,13 +12,14 @@ import (
 
 // TestPKey reads the P_Key table: a RoCE port (rxe) has the default P_Key
 // 0xffff at index 0; a port whose QUERY_PORT reports a P_Key table of length
-// 0 (iWARP) refuses both calls with ErrNotCapable.
+// 0 (siw, iWARP) refuses both calls with ErrNotCapable.
 func TestPKey(t *testing.T) {
 	ctx := testutil.Open(t)
 	pa, err := ctx.QueryPort(1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%s: P_Key table of %d entries", ctx.Device().Name, pa.PkeyTblLen)
 	if pa.PkeyTblLen == 0 {
 		if !testutil.IWARP(ctx) {
 			t.Fatalf("%s: a RoCE port with a P_Key table of length 0", ctx.Device().Name)
