@@ -29,7 +29,7 @@ type AHAttr struct {
 	DLID        uint16
 	SL          uint8
 	SrcPathBits uint8
-	StaticRate  uint8
+	StaticRate  uint8 // a Rate (enum ibv_rate); 0, RateMax, is the port's own rate
 	IsGlobal    bool
 	Port        uint8
 }

@@ -85,6 +85,28 @@ const (
 	NodeUnspecified NodeType = 7
 )
 
+// String names the node type as ibv_node_type_str does ("InfiniBand
+// channel adapter", "iWARP NIC"), "unknown" outside the enum.
+func (n NodeType) String() string {
+	switch n {
+	case NodeCA:
+		return "InfiniBand channel adapter"
+	case NodeSwitch:
+		return "InfiniBand switch"
+	case NodeRouter:
+		return "InfiniBand router"
+	case NodeRNIC:
+		return "iWARP NIC"
+	case NodeUSNIC:
+		return "usNIC"
+	case NodeUSNICUDP:
+		return "usNIC UDP"
+	case NodeUnspecified:
+		return "unspecified"
+	}
+	return "unknown"
+}
+
 // Transport is the transport of a device, as libibverbs derives it from the
 // node type (enum ibv_transport_type).
 type Transport int

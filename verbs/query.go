@@ -270,6 +270,8 @@ const (
 	PortActiveDefer PortState = 5
 )
 
+// String names the state the way ibv_devinfo prints it ("PORT_ACTIVE"),
+// not in ibv_port_state_str's words ("active").
 func (s PortState) String() string {
 	switch s {
 	case PortDown:

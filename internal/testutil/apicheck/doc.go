@@ -3,5 +3,6 @@
 // between goverbs' own packages in the public packages, no internal type
 // in an exported declaration, closers that are io.Closers, one spelling
 // for initialisms, and Get prefixes only where they mirror the C function
-// users search for.
+// users search for. TestAPICoverage keeps docs/api-coverage.md, the map of
+// libibverbs and librdmacm onto goverbs, complete and its cited names real.
 package apicheck
