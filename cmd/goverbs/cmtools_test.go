@@ -263,7 +263,7 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 			w = proc.WatchSiw(port, server, func(s, c *proc.Proc) string { return cmServerSentFirst(tool, s, c) })
 		}
 		var err error
-		client, err = cmRunClientWatched(t, server, tool, cliImpl, cliArgs, w)
+		client, err = cmRunClientWatched(t, server, cmClientTool(tool), cliImpl, cliArgs, w)
 		if err == nil {
 			err = cmWaitOK(t, server)
 			if err != nil {
@@ -286,6 +286,15 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 		client.Cmd.Process.Kill()
 		client.Wait()
 	}
+}
+
+// cmClientTool is the client program of a pair whose server is tool: the
+// same program but for rdma_server's, rdma_client.
+func cmClientTool(tool string) string {
+	if tool == "rdma_server" {
+		return "rdma_client"
+	}
+	return tool
 }
 
 // siwRunAgain decides what follows a pair's failed attempt try: with

@@ -10,6 +10,7 @@
 //	goverbs pingpong -t rc|uc|ud|srq [...]         like ibv_{rc,uc,ud,srq}_pingpong
 //	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
 //	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
+//	goverbs rdma_server | rdma_client [...]        likewise (rdma_create_ep)
 //
 // This file only routes: each tool lives in its own package,
 // internal/tools/NAME, which exports Main and Summary.
@@ -24,6 +25,8 @@ import (
 	"github.com/goverbs/goverbs/internal/tools/devinfo"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
+	"github.com/goverbs/goverbs/internal/tools/rdmaclient"
+	"github.com/goverbs/goverbs/internal/tools/rdmaserver"
 	"github.com/goverbs/goverbs/internal/tools/rping"
 	"github.com/goverbs/goverbs/internal/tools/rxe"
 	"github.com/goverbs/goverbs/internal/tools/ucmatose"
@@ -37,13 +40,15 @@ type command struct {
 
 // commands are the subcommands, by name.
 var commands = map[string]command{
-	"devinfo":  {devinfo.Summary, devinfo.Main},
-	"perf":     {perf.Summary, perf.Main},
-	"pingpong": {pingpong.Summary, pingpong.Main},
-	"rping":    {rping.Summary, rping.Main},
-	"rxe":      {rxe.Summary, rxe.Main},
-	"ucmatose": {ucmatose.Summary, ucmatose.Main},
-	"udaddy":   {udaddy.Summary, udaddy.Main},
+	"devinfo":     {devinfo.Summary, devinfo.Main},
+	"perf":        {perf.Summary, perf.Main},
+	"pingpong":    {pingpong.Summary, pingpong.Main},
+	"rdma_client": {rdmaclient.Summary, rdmaclient.Main},
+	"rdma_server": {rdmaserver.Summary, rdmaserver.Main},
+	"rping":       {rping.Summary, rping.Main},
+	"rxe":         {rxe.Summary, rxe.Main},
+	"ucmatose":    {ucmatose.Summary, ucmatose.Main},
+	"udaddy":      {udaddy.Summary, udaddy.Main},
 }
 
 func usage(w io.Writer) {

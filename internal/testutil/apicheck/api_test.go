@@ -39,6 +39,8 @@ var plumbing = map[string][]string{
 // that of the rdma-core or librpma function users search for).
 var getters = map[string]string{
 	"cm.ID.GetRequest":        "rdma_get_request",
+	"cm.EP.GetRequest":        "rdma_get_request",
+	"cm.GetAddrInfo":          "rdma_getaddrinfo",
 	"cm.Endpoint.GetRecvComp": "rdma_get_recv_comp",
 	"cm.Endpoint.GetSendComp": "rdma_get_send_comp",
 	"rpma.CQ.GetWC":           "rpma_cq_get_wc",
