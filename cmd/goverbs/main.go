@@ -11,6 +11,7 @@
 //	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
 //	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
 //	goverbs rdma_server | rdma_client [...]        likewise (rdma_create_ep)
+//	goverbs cmtime [...]                           likewise: connection set-up timing
 //
 // This file only routes: each tool lives in its own package,
 // internal/tools/NAME, which exports Main and Summary.
@@ -22,6 +23,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/goverbs/goverbs/internal/tools/cmtime"
 	"github.com/goverbs/goverbs/internal/tools/devinfo"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
@@ -40,6 +42,7 @@ type command struct {
 
 // commands are the subcommands, by name.
 var commands = map[string]command{
+	"cmtime":      {cmtime.Summary, cmtime.Main},
 	"devinfo":     {devinfo.Summary, devinfo.Main},
 	"perf":        {perf.Summary, perf.Main},
 	"pingpong":    {pingpong.Summary, pingpong.Main},
