@@ -23,7 +23,7 @@ KERNELS  ?= 6.12 6.1
 TEST_TIMEOUT ?= 40m
 export GOVERBS_VM_TIMEOUT ?= 3000
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench fuzz fuzz-long build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-cmtime fuzz fuzz-long build clean
 
 all: build
 
@@ -150,6 +150,15 @@ bench:
 		chmod +x $(CURDIR)/.cache/bench/bench-gonopreempt; fi
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(CURDIR)/.cache/bench $${BENCH_ROUNDS:-7} | tee $(CURDIR)/.cache/bench/raw.txt
 	$(GO) run ./bench/report < $(CURDIR)/.cache/bench/raw.txt | tee $(CURDIR)/.cache/bench/table.md
+
+## bench-cmtime: rdma-core's cmtime against goverbs cmtime (1, 100 and
+## 1000 connections, BENCH_ROUNDS rounds, one boot), each client against a
+## server of its own kind; per-step medians and Go/C ratios
+bench-cmtime:
+	@mkdir -p $(CURDIR)/.cache/bench
+	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/goverbs ./cmd/goverbs
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/cmtime/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} | tee $(CURDIR)/.cache/bench/cmtime-raw.txt
+	awk -f bench/cmtime/report.awk $(CURDIR)/.cache/bench/cmtime-raw.txt | tee $(CURDIR)/.cache/bench/cmtime-table.md
 
 ## fuzz: a short run of every fuzz target (found with go test -list)
 fuzz:

@@ -25,8 +25,10 @@
 // Each QP is what librdmacm's rdma_create_qp makes with no CQs given: a
 // send and a receive CQ, each with a completion channel, on a PD shared by
 // all (librdmacm's per-device default PD; allocated before the step is
-// timed). The destroy step closes each ID, which here destroys its QP too
-// (the C tool destroys the IDs and leaves the QPs to process exit).
+// timed). Every device is opened before the first step, as librdmacm does
+// when the event channel is created. The destroy step closes each ID; the
+// QPs and CQs are closed just before it, untimed, as the C tool destroys
+// the IDs and leaves its QPs to process exit.
 package cmtime
 
 import (
@@ -181,6 +183,37 @@ func parse(o *options, args []string, stdout, stderr io.Writer) bool {
 	return true
 }
 
+// openDevices opens every RDMA device and attaches it to ch, before any
+// step is timed, as librdmacm opens every device when the program creates
+// its event channel (ucma_init): otherwise the first connection's address
+// resolution would pay for opening its device, which the C tool's never
+// does. The returned function closes them.
+func openDevices(ch *cm.Channel) (func(), error) {
+	devs, err := verbs.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var open []*verbs.Context
+	closeAll := func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}
+	for _, d := range devs {
+		c, err := verbs.Open(d.Name)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		open = append(open, c)
+		if err := ch.AttachContext(c); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	return closeAll, nil
+}
+
 // addrInfo is the C tool's get_rdma_addr: rdma_getaddrinfo of the
 // destination (or, passive, of the bind address), with the bind address as
 // the source.
@@ -207,6 +240,12 @@ func server(ctx context.Context, o options, out *cmcommon.Out, stderr io.Writer)
 		return 1
 	}
 	defer ch.Close()
+	closeDevs, err := openDevices(ch)
+	if err != nil {
+		out.Printf("failed to create event channel\n")
+		return 1
+	}
+	defer closeDevs()
 	listen, err := ch.CreateID(cm.TCP)
 	if err != nil {
 		fmt.Fprintf(stderr, "listen request failed: %s\n", cmcommon.Strerror(err))
@@ -300,6 +339,12 @@ func client(ctx context.Context, o options, out *cmcommon.Out, stderr io.Writer)
 		return 1
 	}
 	defer ch.Close()
+	closeDevs, err := openDevices(ch)
+	if err != nil {
+		out.Printf("failed to create event channel\n")
+		return 1
+	}
+	defer closeDevs()
 	n := max(o.connections, 0)
 	nodes := make([]node, n)
 	var times [stepCount][2]time.Time
@@ -321,6 +366,14 @@ func client(ctx context.Context, o options, out *cmcommon.Out, stderr io.Writer)
 	times[stepCreateID][1] = time.Now()
 
 	defer func() {
+		// The QPs and CQs go first, untimed: the C tool destroys the
+		// IDs and leaves its QPs to process exit, and closing an ID
+		// here would destroy its QP too.
+		for i := range nodes {
+			if nodes[i].ep != nil {
+				nodes[i].ep.Close()
+			}
+		}
 		out.Printf("destroying id\n")
 		times[stepDestroy][0] = time.Now()
 		for i := range nodes {
@@ -329,11 +382,6 @@ func client(ctx context.Context, o options, out *cmcommon.Out, stderr io.Writer)
 			nodes[i].times[stepDestroy][1] = time.Now()
 		}
 		times[stepDestroy][1] = time.Now()
-		for i := range nodes {
-			if nodes[i].ep != nil {
-				nodes[i].ep.Close()
-			}
-		}
 		showPerf(out, nodes, &times, o)
 	}()
 
