@@ -88,6 +88,8 @@ func childMain() int {
 		err = cmRespond(newCtl(conn), su, os.Getenv(testutil.EnvAddr))
 	case "rpmakill":
 		err = rpmaChild(newCtl(conn), su)
+	case "rskill":
+		err = rsRespond(newCtl(conn), os.Getenv(testutil.EnvAddr))
 	default:
 		err = respond(newCtl(conn), su, dev, os.Getenv(testutil.EnvAddr))
 	}

@@ -90,7 +90,7 @@ func (c qpConfig) slack() time.Duration { return c.budget() + 3*time.Second }
 // setup is a's first message: what the test is and how b must serve it.
 type setup struct {
 	Test  string
-	Mode  string        // "": in this process; "kill": in a child a has killed; "poweroff"; "cmkill", "rpma", "rpmakill"
+	Mode  string        // "": in this process; "kill": in a child a has killed; "poweroff"; "cmkill", "rpma", "rpmakill", "rskill"
 	Recvs int           // receives b posts (no RNR: every SEND has one); rpma: slots of b's region
 	Dur   time.Duration // the soak's stream: b waits that much longer for a command
 	QP    qpConfig
@@ -656,7 +656,7 @@ func serve(t *testing.T) {
 			t.Error(err)
 		}
 		t.Fatal("b should have powered off")
-	case "kill", "cmkill":
+	case "kill", "cmkill", "rskill":
 		serveChild(t, c, su, base)
 	case "rpma":
 		serveRPMA(t, c, su, base)
