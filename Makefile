@@ -23,7 +23,7 @@ KERNELS  ?= 6.12 6.1
 TEST_TIMEOUT ?= 40m
 export GOVERBS_VM_TIMEOUT ?= 3000
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-cmtime fuzz fuzz-long build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-cmtime bench-rstream fuzz fuzz-long build clean
 
 all: build
 
@@ -159,6 +159,15 @@ bench-cmtime:
 	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/goverbs ./cmd/goverbs
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/cmtime/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} | tee $(CURDIR)/.cache/bench/cmtime-raw.txt
 	awk -f bench/cmtime/report.awk $(CURDIR)/.cache/bench/cmtime-raw.txt | tee $(CURDIR)/.cache/bench/cmtime-table.md
+
+## bench-rstream: librdmacm's rstream against goverbs rstream and TCP
+## (rstream -T s) over rxe, latency and bandwidth 64 B to 1 MiB,
+## BENCH_ROUNDS rounds in one boot; medians and Go/C ratios
+bench-rstream:
+	@mkdir -p $(CURDIR)/.cache/bench
+	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/goverbs ./cmd/goverbs
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/rstream/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} | tee $(CURDIR)/.cache/bench/rstream-raw.txt
+	awk -f bench/rstream/report.awk $(CURDIR)/.cache/bench/rstream-raw.txt | tee $(CURDIR)/.cache/bench/rstream-table.md
 
 ## fuzz: a short run of every fuzz target (found with go test -list)
 fuzz:

@@ -1,0 +1,18 @@
+# Reads bench/rstream/run.sh's lines and prints per test the medians of
+# C's, Go's and TCP's Gb/s and µs per transfer, and the medians of the
+# per-round ratios Go/C (throughput: higher is better; latency: lower).
+{ g[$1, $2, $3] = $4; u[$1, $2, $3] = $5; rounds[$1]; if (!($3 in seen)) { seen[$3]; order[++k] = $3 } }
+function median(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function med(arr, impl, t,    r, n, x) { n = 0; for (r in rounds) if ((r, impl, t) in arr) x[++n] = arr[r, impl, t]; return n ? median(x, n) : 0 }
+function ratio(arr, t,    r, n, x) { n = 0; for (r in rounds) if ((r, "go", t) in arr && (r, "c", t) in arr && arr[r, "c", t] > 0) x[++n] = arr[r, "go", t] / arr[r, "c", t]; return n ? sprintf("%.2f", median(x, n)) : "–" }
+END {
+	print "| test | C Gb/s | Go Gb/s | TCP Gb/s | Go/C Gb/s | C µs/xfer | Go µs/xfer | TCP µs/xfer | Go/C µs |"
+	print "|---|---|---|---|---|---|---|---|---|"
+	for (o = 1; o <= k; o++) {
+		t = order[o]
+		printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n", t, med(g, "c", t), med(g, "go", t), med(g, "tcp", t), ratio(g, t), med(u, "c", t), med(u, "go", t), med(u, "tcp", t), ratio(u, t)
+	}
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs inside the test VM (make bench-rstream): librdmacm's rstream against
+# goverbs rstream (each client against a server of its own kind) and, over
+# the same link, rstream -T s (kernel TCP), for latency (one transfer per
+# iteration) and bandwidth (many transfers, one iteration) at 64 B, 4 KiB,
+# 64 KiB and 1 MiB, ROUNDS rounds, the order of the three rotating by
+# round and test. Each test moves the data both ways (client to server and
+# back). Prints "round impl test gbps usec_per_xfer" per run.
+#
+#   bench/rstream/run.sh GOVERBS-BINARY [ROUNDS]
+set -euo pipefail
+gobin=$1
+rounds=${2:-5}
+addr=169.254.77.1
+port=7900
+# test name, -S, -C, -I
+tests=(
+	"64_lat 64 1 500" "4k_lat 4096 1 300" "64k_lat 65536 1 100" "1m_lat 1048576 1 10"
+	"64_bw 64 2000 1" "4k_bw 4096 1000 1" "64k_bw 65536 200 1" "1m_bw 1048576 20 1"
+)
+impls=(c go tcp)
+run() { # impl test size count iters round
+	local impl=$1 name=$2 size=$3 count=$4 iters=$5 r=$6 bin extra=()
+	case $impl in
+	c) bin=(rstream) ;;
+	go) bin=("$gobin" rstream) ;;
+	tcp) bin=(rstream) extra=(-T s) ;;
+	esac
+	port=$((port + 1))
+	taskset -c 0 "${bin[@]}" "${extra[@]}" -p "$port" -S "$size" -C "$count" -I "$iters" >/dev/null 2>&1 &
+	local spid=$! out="" try
+	for try in $(seq 1 100); do
+		if out=$(taskset -c 1 "${bin[@]}" "${extra[@]}" -s "$addr" -p "$port" -S "$size" -C "$count" -I "$iters" 2>&1); then
+			break
+		fi
+		out=""
+		sleep 0.1
+	done
+	wait "$spid" 2>/dev/null || true
+	if [[ -z $out ]]; then
+		echo "bench-rstream: $impl $name failed" >&2
+		return 1
+	fi
+	# The custom test's row: name bytes xfers iters total time Gb/sec usec/xfer
+	echo "$out" | awk -v r="$r" -v i="$impl" -v t="$name" '$1 == "custom" { print r, i, t, $(NF-1), $NF }'
+}
+for ((r = 1; r <= rounds; r++)); do
+	for ((j = 0; j < ${#tests[@]}; j++)); do
+		read -r name size count iters <<<"${tests[j]}"
+		for ((k = 0; k < ${#impls[@]}; k++)); do
+			run "${impls[(r + j + k) % ${#impls[@]}]}" "$name" "$size" "$count" "$iters" "$r"
+		done
+	done
+done
