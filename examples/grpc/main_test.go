@@ -153,7 +153,7 @@ func TestConcurrent(t *testing.T) {
 	addr := serve(t)
 	ctx := testContext(t)
 	clients := []client{dial(t, addr), dial(t, addr), dial(t, addr)}
-	const workers, calls = 12, 4
+	const workers, calls = 8, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -162,7 +162,7 @@ func TestConcurrent(t *testing.T) {
 			for i := range calls {
 				seq := uint64(w*calls + i)
 				n := 1000 + 37*int(seq)*(int(seq)%3) + (int(seq)%5)*(60<<10)
-				if i == calls-1 && w%6 == 0 {
+				if i == calls-1 && w%4 == 0 {
 					n = 1<<20 + int(seq)
 				}
 				p := pattern(seq+1000, n)
@@ -228,12 +228,12 @@ func TestRun(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 
 	var out bytes.Buffer
-	if err := run(ctx, []string{"-connect", listening, "-size", "1100000", "-count", "3"}, &out); err != nil {
+	if err := run(ctx, []string{"-connect", listening, "-size", "1100000", "-count", "2"}, &out); err != nil {
 		t.Fatalf("client: %v\n%s", err, out.String())
 	}
 	t.Logf("client:\n%s", out.String())
 	for _, kind := range []string{"echo", "digest", "generate", "chat"} {
-		if !strings.Contains(out.String(), kind+" ") || !strings.Contains(out.String(), "3 messages of 1100000 bytes") {
+		if !strings.Contains(out.String(), kind+" ") || !strings.Contains(out.String(), "2 messages of 1100000 bytes") {
 			t.Errorf("client output lacks %q line:\n%s", kind, out.String())
 		}
 	}
