@@ -71,7 +71,7 @@ func testContext(t *testing.T) context.Context {
 // sizes are the payload sizes the tests use: empty, below and above
 // rsocket's 2 KiB first and 64 KiB largest messages, gRPC's 16 KiB HTTP/2
 // frames, and above 1 MiB.
-var sizes = []int{0, 1, 2047, 16<<10 + 1, 64<<10 + 3, 300 << 10, 1<<20 + 5, 3<<20 + 11}
+var sizes = []int{0, 1, 2047, 16<<10 + 1, 64<<10 + 3, 300 << 10, 1<<20 + 5, 2<<20 + 11}
 
 func TestUnary(t *testing.T) {
 	c := dial(t, serve(t))
@@ -114,7 +114,7 @@ func TestStreaming(t *testing.T) {
 		for _, n := range []int{0, 5000, 1<<20 + 3} {
 			p := pattern(uint64(n), n)
 			var got uint64
-			err := c.Generate(ctx, 6, p, func(m *message) error {
+			err := c.Generate(ctx, 4, p, func(m *message) error {
 				if m.Seq != got || !bytes.Equal(m.Payload, p) {
 					return fmt.Errorf("message %d: seq %d, %d bytes", got, m.Seq, len(m.Payload))
 				}
@@ -124,8 +124,8 @@ func TestStreaming(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%d bytes: %v", n, err)
 			}
-			if got != 6 {
-				t.Fatalf("%d bytes: %d messages, want 6", n, got)
+			if got != 4 {
+				t.Fatalf("%d bytes: %d messages, want 4", n, got)
 			}
 		}
 	})
@@ -161,7 +161,7 @@ func TestConcurrent(t *testing.T) {
 			c := clients[w%len(clients)]
 			for i := range calls {
 				seq := uint64(w*calls + i)
-				n := 1000 + 37*int(seq)*(int(seq)%3) + (int(seq)%5)*(60<<10)
+				n := 1000 + 37*int(seq)*(int(seq)%3) + (int(seq)%5)*(20<<10)
 				if i == calls-1 && w%4 == 0 {
 					n = 1<<20 + int(seq)
 				}
