@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -665,6 +666,61 @@ func TestConnPeerClose(t *testing.T) {
 	}
 	if c1.LocalAddr().String() == "" || c1.RemoteAddr().(*rsocket.Addr).Port() == 0 {
 		t.Errorf("addresses %v -> %v", c1.LocalAddr(), c1.RemoteAddr())
+	}
+}
+
+// The peer's Close wakes this side's blocked calls: a Read parked for
+// data returns io.EOF, a Write parked for credits (the peer never read)
+// fails with ECONNRESET.
+func TestConnPeerCloseWakes(t *testing.T) {
+	for _, read := range []bool{true, false} {
+		name := "write"
+		if read {
+			name = "read"
+		}
+		t.Run(name, func(t *testing.T) {
+			c1, c2 := pipe(t)
+			guard(t, 2*time.Minute, c1, c2)
+			done := make(chan error, 1)
+			written := 0
+			go func() {
+				if read {
+					n, err := c1.Read(make([]byte, 1024))
+					if n != 0 {
+						err = fmt.Errorf("read %d bytes, then %w", n, err)
+					}
+					done <- err
+					return
+				}
+				var err error
+				buf := make([]byte, 64<<10)
+				for err == nil {
+					var n int
+					n, err = c1.Write(buf)
+					written += n
+				}
+				done <- err
+			}()
+			testutil.WaitParked(t, "rsocket.(*Conn).wait")
+			if !read {
+				time.Sleep(200 * time.Millisecond) // the writer is out of credits for good
+			}
+			if err := c2.Close(); err != nil {
+				t.Fatalf("peer close: %v", err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the blocked call did not return within a minute of the peer's Close")
+			}
+			switch {
+			case read && err != io.EOF:
+				t.Errorf("blocked read: %v, want io.EOF", err)
+			case !read && !errors.Is(err, syscall.ECONNRESET):
+				t.Errorf("blocked write (after %d bytes): %v, want ECONNRESET", written, err)
+			}
+		})
 	}
 }
 
