@@ -9,7 +9,7 @@
 //	goverbs rxe list                               the rxe devices and their netdevs
 //	goverbs pingpong -t rc|uc|ud|srq [...]         like ibv_{rc,uc,ud,srq}_pingpong
 //	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
-//	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
+//	goverbs rping | udaddy | ucmatose | mckey [...] like librdmacm's examples
 //
 // This file only routes: each tool lives in its own package,
 // internal/tools/NAME, which exports Main and Summary.
@@ -22,6 +22,7 @@ import (
 	"sort"
 
 	"github.com/goverbs/goverbs/internal/tools/devinfo"
+	"github.com/goverbs/goverbs/internal/tools/mckey"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
 	"github.com/goverbs/goverbs/internal/tools/rping"
@@ -38,6 +39,7 @@ type command struct {
 // commands are the subcommands, by name.
 var commands = map[string]command{
 	"devinfo":  {devinfo.Summary, devinfo.Main},
+	"mckey":    {mckey.Summary, mckey.Main},
 	"perf":     {perf.Summary, perf.Main},
 	"pingpong": {pingpong.Summary, pingpong.Main},
 	"rping":    {rping.Summary, rping.Main},
