@@ -41,6 +41,7 @@ type Channel struct {
 	mu     sync.Mutex
 	closed bool
 	ids    map[uint64]*ID
+	mcs    map[uint64]*mcGroup       // multicast groups joined, by the uid their events carry
 	devs   map[uint32]*verbs.Context // contexts attached with AttachContext
 }
 
@@ -56,7 +57,7 @@ func NewChannel() (*Channel, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	ch := &Channel{fd: fd, stop: stop, done: make(chan struct{}),
-		ids: make(map[uint64]*ID), devs: make(map[uint32]*verbs.Context)}
+		ids: make(map[uint64]*ID), mcs: make(map[uint64]*mcGroup), devs: make(map[uint32]*verbs.Context)}
 	go ch.run(ctx)
 	return ch, nil
 }
@@ -101,12 +102,27 @@ func (ch *Channel) run(ctx context.Context) {
 func (ch *Channel) dispatch(r *uverbs.UcmEventResp) {
 	ch.mu.Lock()
 	id := ch.ids[r.Uid]
+	// A multicast event carries the uid of the group (JOIN_MCAST), not
+	// the ID's.
+	mc := ch.mcs[r.Uid]
 	ch.mu.Unlock()
+	if id == nil && mc != nil {
+		id = mc.id
+	}
 	if id == nil {
 		return // destroyed meanwhile: the kernel purges, but a race is possible
 	}
 	ev := decodeEvent(r, id.ps.datagram())
 	ev.ID = id
+	if mc != nil {
+		ev.Group, ev.mc = mc.group, mc
+		switch ev.Type {
+		case EventMulticastJoin:
+			mc.processJoin(&ev)
+		case EventMulticastError:
+			ev.UD = UDParam{} // the kernel sends none (librdmacm copies none)
+		}
+	}
 	if ev.Type == EventConnectRequest {
 		child, err := ch.newID(r.Id, id.ps)
 		if err != nil {

@@ -3,6 +3,7 @@ package cm
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 	"unsafe"
@@ -105,6 +106,11 @@ type Event struct {
 	Listener *ID
 	Conn     ConnParam // connected port spaces
 	UD       UDParam   // PS_UDP
+	// Group is the multicast group an EventMulticastJoin or
+	// EventMulticastError is about (ID.JoinMulticast).
+	Group netip.Addr
+
+	mc *mcGroup
 }
 
 // Err returns an error for events that report failure, nil otherwise.

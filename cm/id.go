@@ -75,6 +75,7 @@ type ID struct {
 	req       ConnParam     // the connect request's parameters (passive IDs)
 	done      chan struct{} // closed when the connection ends (Done); made on demand
 	doneErr   error         // why it ended (Err); nil while it lasts
+	mcs       []*mcGroup    // multicast groups joined (JoinMulticast)
 }
 
 // CreateID creates an ID in port space ps.
@@ -862,6 +863,12 @@ func (id *ID) Migrate(to *Channel) error {
 		return ErrClosed
 	}
 	to.ids[id.uid] = id
+	id.mu.Lock()
+	mcs := append([]*mcGroup(nil), id.mcs...)
+	id.mu.Unlock()
+	for _, m := range mcs {
+		to.mcs[m.uid] = m
+	}
 	to.mu.Unlock()
 	var resp uverbs.UcmMigrateResp
 	// The command goes to the new file and names the old one: both must
@@ -876,11 +883,17 @@ func (id *ID) Migrate(to *Channel) error {
 	if err != nil {
 		to.mu.Lock()
 		delete(to.ids, id.uid)
+		for _, m := range mcs {
+			delete(to.mcs, m.uid)
+		}
 		to.mu.Unlock()
 		return fmt.Errorf("cm: migrate: %w", err)
 	}
 	from.mu.Lock()
 	delete(from.ids, id.uid)
+	for _, m := range mcs {
+		delete(from.mcs, m.uid)
+	}
 	from.mu.Unlock()
 	// The kernel moved the ID's pending events to the new file without
 	// waking its readers: make the new channel's reader look.
@@ -954,8 +967,17 @@ func (id *ID) Close() error {
 	if ref {
 		errs = append(errs, releaseDevice(dev))
 	}
+	// Destroying the ID left its multicast groups (the kernel's
+	// ucma_destroy_private_ctx); the QP, destroyed first, was detached.
+	id.mu.Lock()
+	mcs := id.mcs
+	id.mcs = nil
+	id.mu.Unlock()
 	ch.mu.Lock()
 	delete(ch.ids, id.uid)
+	for _, m := range mcs {
+		delete(ch.mcs, m.uid)
+	}
 	ch.mu.Unlock()
 	select {
 	case id.notify <- struct{}{}: // wake a waiter

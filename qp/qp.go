@@ -152,9 +152,10 @@ type QP struct {
 	// postClosed.
 	postState atomic.Uint32
 
-	mu     sync.Mutex // guards state and closed
+	mu     sync.Mutex // guards state, closed and mcasts
 	state  State
 	closed bool
+	mcasts []mcastGroup // multicast groups attached (AttachMcast); detached by Close
 }
 
 // postClosed is postState once Close began: no QP state, so every posting
@@ -402,6 +403,11 @@ func (q *QP) Close() error {
 		return nil
 	}
 	q.shutPosting()
+	// The kernel refuses to destroy a QP still attached to a multicast
+	// group (EBUSY, uverbs_free_qp).
+	if err := q.detachAllLocked(); err != nil {
+		return fmt.Errorf("qp: destroy: %w", err)
+	}
 	if err := q.releaseWindows(); err != nil {
 		return fmt.Errorf("qp: destroy: %w", err)
 	}

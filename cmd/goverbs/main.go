@@ -9,7 +9,7 @@
 //	goverbs rxe list                               the rxe devices and their netdevs
 //	goverbs pingpong -t rc|uc|ud|srq [...]         like ibv_{rc,uc,ud,srq}_pingpong
 //	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
-//	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
+//	goverbs rping | udaddy | ucmatose | mckey [...] like librdmacm's examples
 //	goverbs rdma_server | rdma_client [...]        likewise (rdma_create_ep)
 //	goverbs cmtime [...]                           likewise: connection set-up timing
 //
@@ -25,6 +25,7 @@ import (
 
 	"github.com/goverbs/goverbs/internal/tools/cmtime"
 	"github.com/goverbs/goverbs/internal/tools/devinfo"
+	"github.com/goverbs/goverbs/internal/tools/mckey"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
 	"github.com/goverbs/goverbs/internal/tools/rdmaclient"
@@ -44,6 +45,7 @@ type command struct {
 var commands = map[string]command{
 	"cmtime":      {cmtime.Summary, cmtime.Main},
 	"devinfo":     {devinfo.Summary, devinfo.Main},
+	"mckey":       {mckey.Summary, mckey.Main},
 	"perf":        {perf.Summary, perf.Main},
 	"pingpong":    {pingpong.Summary, pingpong.Main},
 	"rdma_client": {rdmaclient.Summary, rdmaclient.Main},
