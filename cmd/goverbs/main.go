@@ -10,6 +10,7 @@
 //	goverbs pingpong -t rc|uc|ud|srq [...]         like ibv_{rc,uc,ud,srq}_pingpong
 //	goverbs perf TEST [...]                        like perftest's ib_*_{bw,lat}
 //	goverbs rping | udaddy | ucmatose [...]        like librdmacm's examples
+//	goverbs rstream | riostream | rcopy [...]      like librdmacm's rsocket examples
 //
 // This file only routes: each tool lives in its own package,
 // internal/tools/NAME, which exports Main and Summary.
@@ -24,7 +25,10 @@ import (
 	"github.com/goverbs/goverbs/internal/tools/devinfo"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
+	"github.com/goverbs/goverbs/internal/tools/rcopy"
+	"github.com/goverbs/goverbs/internal/tools/riostream"
 	"github.com/goverbs/goverbs/internal/tools/rping"
+	"github.com/goverbs/goverbs/internal/tools/rstream"
 	"github.com/goverbs/goverbs/internal/tools/rxe"
 	"github.com/goverbs/goverbs/internal/tools/ucmatose"
 	"github.com/goverbs/goverbs/internal/tools/udaddy"
@@ -37,13 +41,16 @@ type command struct {
 
 // commands are the subcommands, by name.
 var commands = map[string]command{
-	"devinfo":  {devinfo.Summary, devinfo.Main},
-	"perf":     {perf.Summary, perf.Main},
-	"pingpong": {pingpong.Summary, pingpong.Main},
-	"rping":    {rping.Summary, rping.Main},
-	"rxe":      {rxe.Summary, rxe.Main},
-	"ucmatose": {ucmatose.Summary, ucmatose.Main},
-	"udaddy":   {udaddy.Summary, udaddy.Main},
+	"devinfo":   {devinfo.Summary, devinfo.Main},
+	"perf":      {perf.Summary, perf.Main},
+	"pingpong":  {pingpong.Summary, pingpong.Main},
+	"rcopy":     {rcopy.Summary, rcopy.Main},
+	"riostream": {riostream.Summary, riostream.Main},
+	"rping":     {rping.Summary, rping.Main},
+	"rstream":   {rstream.Summary, rstream.Main},
+	"rxe":       {rxe.Summary, rxe.Main},
+	"ucmatose":  {ucmatose.Summary, ucmatose.Main},
+	"udaddy":    {udaddy.Summary, udaddy.Main},
 }
 
 func usage(w io.Writer) {
