@@ -387,6 +387,16 @@ func TestRsIWARP(t *testing.T) {
 	want := []rscommon.Test{rsCustom(common)}
 	rsCheckRows(t, server, want)
 	rsCheckRows(t, client, want)
+
+	// Our client against C's server: refused here, saying why.
+	port = cmPort()
+	server = cmStart(t, "c", "rstream", "-b", addr, "-p", strconv.Itoa(port), "-T", "b", "-S", "100", "-C", "1")
+	cmWaitListen(t, server, "TCP", port)
+	client = cmStart(t, "go", "rstream", "-s", addr, "-p", strconv.Itoa(port), "-T", "b", "-S", "100", "-C", "1")
+	if err := client.Wait(); err == nil || !strings.Contains(client.Stderr.String(), verbs.ErrNotCapable.Error()) {
+		t.Errorf("goverbs rstream on iWARP: %v, want it to fail with %q", client, verbs.ErrNotCapable)
+	}
+	t.Logf("goverbs rstream on iWARP: %s", client.Stderr.String())
 }
 
 func syscallUmask(m int) int { return syscall.Umask(m) }
