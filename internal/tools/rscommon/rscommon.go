@@ -309,6 +309,19 @@ func (p *Pattern) Format(b []byte) {
 	}
 }
 
+// Matches reports whether b holds the next bytes of the receive counter,
+// without consuming them.
+func (p *Pattern) Matches(b []byte) bool {
+	v := p.recv
+	for i := range b {
+		if b[i] != v {
+			return false
+		}
+		v++
+	}
+	return true
+}
+
 // Verify checks b against the receive counter; on a difference it prints
 // what verify_buf prints and fails.
 func (p *Pattern) Verify(b []byte, out io.Writer) error {
