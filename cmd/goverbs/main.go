@@ -12,6 +12,7 @@
 //	goverbs rping | udaddy | ucmatose | mckey [...] like librdmacm's examples
 //	goverbs rdma_server | rdma_client [...]        likewise (rdma_create_ep)
 //	goverbs cmtime [...]                           likewise: connection set-up timing
+//	goverbs rstream | riostream | rcopy [...]      like librdmacm's rsocket examples
 //
 // This file only routes: each tool lives in its own package,
 // internal/tools/NAME, which exports Main and Summary.
@@ -28,9 +29,12 @@ import (
 	"github.com/goverbs/goverbs/internal/tools/mckey"
 	"github.com/goverbs/goverbs/internal/tools/perf"
 	"github.com/goverbs/goverbs/internal/tools/pingpong"
+	"github.com/goverbs/goverbs/internal/tools/rcopy"
 	"github.com/goverbs/goverbs/internal/tools/rdmaclient"
 	"github.com/goverbs/goverbs/internal/tools/rdmaserver"
+	"github.com/goverbs/goverbs/internal/tools/riostream"
 	"github.com/goverbs/goverbs/internal/tools/rping"
+	"github.com/goverbs/goverbs/internal/tools/rstream"
 	"github.com/goverbs/goverbs/internal/tools/rxe"
 	"github.com/goverbs/goverbs/internal/tools/ucmatose"
 	"github.com/goverbs/goverbs/internal/tools/udaddy"
@@ -54,6 +58,9 @@ var commands = map[string]command{
 	"rxe":         {rxe.Summary, rxe.Main},
 	"ucmatose":    {ucmatose.Summary, ucmatose.Main},
 	"udaddy":      {udaddy.Summary, udaddy.Main},
+	"rcopy":       {rcopy.Summary, rcopy.Main},
+	"riostream":   {riostream.Summary, riostream.Main},
+	"rstream":     {rstream.Summary, rstream.Main},
 }
 
 func usage(w io.Writer) {
