@@ -117,10 +117,24 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	out := &cmcommon.Out{W: stdout}
-	if o.dst != "" {
-		return client(ctx, o, out, stderr) & 0xff
+	// The event channel, and every device opened with it (see
+	// openDevices), as the C tool's rdma_create_event_channel.
+	ch, err := cm.NewChannel()
+	if err != nil {
+		out.Printf("failed to create event channel\n")
+		return 1
 	}
-	return server(ctx, o, out, stderr) & 0xff
+	defer ch.Close()
+	closeDevs, err := openDevices(ch)
+	if err != nil {
+		out.Printf("failed to create event channel\n")
+		return 1
+	}
+	defer closeDevs()
+	if o.dst != "" {
+		return client(ctx, ch, o, out, stderr) & 0xff
+	}
+	return server(ctx, ch, o, out, stderr) & 0xff
 }
 
 // parse reads the C tool's options (getopt "s:b:c:p:r:t:", numbers with
@@ -233,19 +247,7 @@ func addrInfo(ctx context.Context, o options, passive bool) (*cm.EndpointInfo, e
 	return cm.GetAddrInfo(ctx, o.dst, o.port, h)
 }
 
-func server(ctx context.Context, o options, out *cmcommon.Out, stderr io.Writer) int {
-	ch, err := cm.NewChannel()
-	if err != nil {
-		out.Printf("failed to create event channel\n")
-		return 1
-	}
-	defer ch.Close()
-	closeDevs, err := openDevices(ch)
-	if err != nil {
-		out.Printf("failed to create event channel\n")
-		return 1
-	}
-	defer closeDevs()
+func server(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, stderr io.Writer) int {
 	listen, err := ch.CreateID(cm.TCP)
 	if err != nil {
 		fmt.Fprintf(stderr, "listen request failed: %s\n", cmcommon.Strerror(err))
@@ -329,22 +331,11 @@ func serve(ctx context.Context, id *cm.ID, pdFor func(*cm.ID) (*verbs.PD, error)
 	}
 }
 
-func client(ctx context.Context, o options, out *cmcommon.Out, stderr io.Writer) int {
+func client(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, stderr io.Writer) int {
 	perror := func(what string, err error) {
 		fmt.Fprintf(stderr, "%s: %s\n", what, cmcommon.Strerror(err))
 	}
-	ch, err := cm.NewChannel()
-	if err != nil {
-		out.Printf("failed to create event channel\n")
-		return 1
-	}
-	defer ch.Close()
-	closeDevs, err := openDevices(ch)
-	if err != nil {
-		out.Printf("failed to create event channel\n")
-		return 1
-	}
-	defer closeDevs()
+	var err error
 	n := max(o.connections, 0)
 	nodes := make([]node, n)
 	var times [stepCount][2]time.Time

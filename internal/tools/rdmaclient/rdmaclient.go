@@ -15,12 +15,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/tools/rdmaep"
-	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -30,23 +27,16 @@ const Summary = "one RC message each way over rdma_create_ep, like rdma_client"
 // Main is goverbs rdma_client: args are its arguments after the
 // subcommand; it returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
-	opts, ok := rdmaep.Parse(args, "s:p:", stdout, stderr, "goverbs rdma_client", "\t[-s server_address]\n\t[-p port_number]\n")
-	if !ok {
-		return 1
-	}
-	server, port := "127.0.0.1", "7471"
-	if s, ok := opts['s']; ok {
-		server = s
-	}
-	if p, ok := opts['p']; ok {
-		port = p
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	fmt.Fprintf(stdout, "rdma_client: start\n")
-	ret := run(ctx, server, port, stdout, stderr)
-	fmt.Fprintf(stdout, "rdma_client: end %d\n", ret)
-	return ret & 0xff
+	return rdmaep.Main("rdma_client", args, "s:p:", "\t[-s server_address]\n\t[-p port_number]\n", stdout, stderr, func(ctx context.Context, opts map[byte]string) int {
+		server, port := "127.0.0.1", "7471"
+		if s, ok := opts['s']; ok {
+			server = s
+		}
+		if p, ok := opts['p']; ok {
+			port = p
+		}
+		return run(ctx, server, port, stdout, stderr)
+	})
 }
 
 func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int {
@@ -62,30 +52,19 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 	}
 	defer ep.Close()
 	e := ep.Endpoint()
-	var flags verbs.SendFlags
-	if e.QP().Caps().MaxInlineData >= rdmaep.MsgSize {
-		flags = verbs.SendInline
-	} else {
-		fmt.Fprintf(stdout, "rdma_client: device doesn't support IBV_SEND_INLINE, using sge sends\n")
-	}
-	msgs, err := mr.New(e.PD(), 2*rdmaep.MsgSize, mr.LocalWrite)
+	m, err := rdmaep.NewMessages("rdma_client", e, stdout)
 	if err != nil {
 		return perror("rdma_reg_msgs for recv_msg", err)
 	}
-	defer msgs.Close()
-	recvMsg, sendMsg := msgs.Bytes()[:rdmaep.MsgSize], msgs.Bytes()[rdmaep.MsgSize:]
-	if err := e.PostRecv(0, recvMsg, msgs); err != nil {
+	defer m.MR.Close()
+	if err := e.PostRecv(0, m.Recv, m.MR); err != nil {
 		return perror("rdma_post_recv", err)
 	}
 	if _, err := ep.ID().Connect(ctx, cm.ConnParam{}); err != nil {
 		return perror("rdma_connect", err)
 	}
 	defer ep.ID().Disconnect()
-	sendMR := msgs
-	if flags&verbs.SendInline != 0 {
-		sendMR = nil
-	}
-	if err := e.PostSend(0, sendMsg, sendMR, flags|verbs.SendSignaled); err != nil {
+	if err := e.PostSend(0, m.Send, m.SendMR, m.Flags|verbs.SendSignaled); err != nil {
 		return perror("rdma_post_send", err)
 	}
 	if _, err := e.GetSendComp(ctx); err != nil {

@@ -4,12 +4,18 @@
 package rdmaep
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
 
+	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/tools/cmcommon"
+	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // MsgSize is the size of the one message each side sends.
@@ -63,4 +69,53 @@ func Perror(w io.Writer) func(what string, err error) int {
 		fmt.Fprintf(w, "%s: %s\n", what, cmcommon.Strerror(err))
 		return -1
 	}
+}
+
+// Main is the C programs' main: it parses args (spec, usage: see Parse),
+// prints "PROG: start", runs run with the options (interrupted by
+// SIGINT), prints "PROG: end N" with run's result and returns it as the
+// exit status, as C's return from main does.
+func Main(prog string, args []string, spec, usage string, stdout, stderr io.Writer, run func(ctx context.Context, opts map[byte]string) int) int {
+	opts, ok := Parse(args, spec, stdout, stderr, "goverbs "+prog, usage)
+	if !ok {
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Fprintf(stdout, "%s: start\n", prog)
+	ret := run(ctx, opts)
+	fmt.Fprintf(stdout, "%s: end %d\n", prog, ret)
+	return ret & 0xff
+}
+
+// Messages are the two 16-byte messages of one side, registered together
+// (rdma_reg_msgs), and how they are sent.
+type Messages struct {
+	MR         *mr.MR
+	Recv, Send []byte
+	// Flags has verbs.SendInline when the QP takes 16 bytes inline (then
+	// SendMR is nil, as the C programs pass no MR for an inline send).
+	Flags  verbs.SendFlags
+	SendMR *mr.MR
+}
+
+// NewMessages checks the inline size the QP got, as the C programs do
+// (printing their line when it is too small), and registers the messages on
+// the endpoint's PD. Close the MR when done.
+func NewMessages(prog string, e *cm.Endpoint, stdout io.Writer) (*Messages, error) {
+	m := &Messages{}
+	if e.QP().Caps().MaxInlineData >= MsgSize {
+		m.Flags = verbs.SendInline
+	} else {
+		fmt.Fprintf(stdout, "%s: device doesn't support IBV_SEND_INLINE, using sge sends\n", prog)
+	}
+	var err error
+	if m.MR, err = mr.New(e.PD(), 2*MsgSize, mr.LocalWrite); err != nil {
+		return nil, err
+	}
+	m.Recv, m.Send = m.MR.Bytes()[:MsgSize], m.MR.Bytes()[MsgSize:]
+	if m.Flags&verbs.SendInline == 0 {
+		m.SendMR = m.MR
+	}
+	return m, nil
 }

@@ -16,12 +16,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/tools/rdmaep"
-	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -31,20 +28,13 @@ const Summary = "one RC message each way over rdma_create_ep, like rdma_server"
 // Main is goverbs rdma_server: args are its arguments after the
 // subcommand; it returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
-	opts, ok := rdmaep.Parse(args, "p:", stdout, stderr, "goverbs rdma_server", "\t[-p port_number]\n")
-	if !ok {
-		return 1
-	}
-	port := "7471"
-	if p, ok := opts['p']; ok {
-		port = p
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	fmt.Fprintf(stdout, "rdma_server: start\n")
-	ret := run(ctx, port, stdout, stderr)
-	fmt.Fprintf(stdout, "rdma_server: end %d\n", ret)
-	return ret & 0xff
+	return rdmaep.Main("rdma_server", args, "p:", "\t[-p port_number]\n", stdout, stderr, func(ctx context.Context, opts map[byte]string) int {
+		port := "7471"
+		if p, ok := opts['p']; ok {
+			port = p
+		}
+		return run(ctx, port, stdout, stderr)
+	})
 }
 
 func run(ctx context.Context, port string, stdout, stderr io.Writer) int {
@@ -68,19 +58,12 @@ func run(ctx context.Context, port string, stdout, stderr io.Writer) int {
 	}
 	defer conn.Close()
 	e := conn.Endpoint()
-	var flags verbs.SendFlags
-	if e.QP().Caps().MaxInlineData >= rdmaep.MsgSize {
-		flags = verbs.SendInline
-	} else {
-		fmt.Fprintf(stdout, "rdma_server: device doesn't support IBV_SEND_INLINE, using sge sends\n")
-	}
-	msgs, err := mr.New(e.PD(), 2*rdmaep.MsgSize, mr.LocalWrite)
+	m, err := rdmaep.NewMessages("rdma_server", e, stdout)
 	if err != nil {
 		return perror("rdma_reg_msgs for recv_msg", err)
 	}
-	defer msgs.Close()
-	recvMsg, sendMsg := msgs.Bytes()[:rdmaep.MsgSize], msgs.Bytes()[rdmaep.MsgSize:]
-	if err := e.PostRecv(0, recvMsg, msgs); err != nil {
+	defer m.MR.Close()
+	if err := e.PostRecv(0, m.Recv, m.MR); err != nil {
 		return perror("rdma_post_recv", err)
 	}
 	if err := conn.ID().Accept(ctx, cm.ConnParam{}); err != nil {
@@ -90,11 +73,7 @@ func run(ctx context.Context, port string, stdout, stderr io.Writer) int {
 	if _, err := e.GetRecvComp(ctx); err != nil {
 		return perror("rdma_get_recv_comp", err)
 	}
-	sendMR := msgs
-	if flags&verbs.SendInline != 0 {
-		sendMR = nil
-	}
-	if err := e.PostSend(0, sendMsg, sendMR, flags|verbs.SendSignaled); err != nil {
+	if err := e.PostSend(0, m.Send, m.SendMR, m.Flags|verbs.SendSignaled); err != nil {
 		return perror("rdma_post_send", err)
 	}
 	if _, err := e.GetSendComp(ctx); err != nil {
