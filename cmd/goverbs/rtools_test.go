@@ -132,11 +132,9 @@ func rsCheckRows(t *testing.T, p *cmProc, tests []rscommon.Test) {
 // work on the device at all.
 func rsNeedWriteImm(t *testing.T, tool string) {
 	t.Helper()
-	if testutil.Device(t).NodeType.Transport() != verbs.TransportIWARP {
-		return
-	}
-	t.Skipf("the device's transport is iWARP, which has no RDMA WRITE WITH IMMEDIATE: the rsocket package does not implement "+
-		"rsocket.c's iWARP path (a WRITE and a SEND per message), so goverbs %s cannot run here (TestRsIWARP runs C against C)", tool)
+	testutil.SkipUnlessCap(t, testutil.Device(t).NodeType.Transport() != verbs.TransportIWARP,
+		"RDMA WRITE WITH IMMEDIATE (iWARP transport): the rsocket package does not implement rsocket.c's iWARP path "+
+			"(a WRITE and a SEND per message), so goverbs "+tool+" cannot run here (TestRsIWARP runs C against C)")
 }
 
 type rsCase struct {
@@ -231,9 +229,7 @@ func TestRiostreamInterop(t *testing.T) {
 // most of it): it runs only when GOVERBS_RS_DEFAULT_RUN=1 asks for it,
 // with 20 minutes per program.
 func rsDefault(t *testing.T, tool string, extra ...string) {
-	if os.Getenv("GOVERBS_RS_DEFAULT_RUN") != "1" {
-		t.Skip("the default run lasts many minutes on rxe: set GOVERBS_RS_DEFAULT_RUN=1 to run it")
-	}
+	testutil.SkipUnlessOptIn(t, "GOVERBS_RS_DEFAULT_RUN") // the default run lasts many minutes on rxe
 	rsGuard = 20 * time.Minute
 	defer func() { rsGuard = 0 }()
 	testutil.Device(t)
@@ -378,7 +374,7 @@ func umask() os.FileMode {
 // C. What the Go tools lack there is said by rsNeedWriteImm.
 func TestRsIWARP(t *testing.T) {
 	if testutil.Device(t).NodeType.Transport() != verbs.TransportIWARP {
-		t.Skip("not an iWARP device")
+		testutil.SkipOptIn(t, "an iWARP test: it runs on the siw bed (make test-siw)")
 	}
 	addr := testutil.Addr(t)
 	testutil.LookPath(t, "rstream")
