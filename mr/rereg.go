@@ -47,14 +47,14 @@ type ReregAttr struct {
 // Memory given with ReregTranslation must stay mapped while registered, as
 // for Register; an MR made by New keeps its own buffer until Close.
 func (m *MR) Rereg(attr ReregAttr) error {
-	f := attr.Flags
-	if f == 0 || f&^(ReregTranslation|ReregPD|ReregAccess) != 0 {
-		return fmt.Errorf("mr: rereg: flags %#x: %w", uint32(f), unix.EINVAL)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return fmt.Errorf("mr: rereg: %w", verbs.ErrClosed)
+	}
+	f := attr.Flags
+	if f == 0 || f&^(ReregTranslation|ReregPD|ReregAccess) != 0 {
+		return fmt.Errorf("mr: rereg: flags %#x: %w", uint32(f), unix.EINVAL)
 	}
 	ctx := m.pd.Context()
 	req := uverbs.ReregMr{Mr_handle: m.handle, Flags: uint32(f)}

@@ -58,6 +58,12 @@ func (q *QP) mcast(attach bool, gid verbs.GID, mlid uint16) error {
 	if attach {
 		op = "ATTACH_MCAST"
 	}
+	q.mu.Lock()
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
+		return fmt.Errorf("qp: %s: %w", op, verbs.ErrClosed)
+	}
 	if q.typ != UD {
 		return fmt.Errorf("qp: %s: a %s QP: only UD QPs join multicast groups: %w", op, q.typ, unix.EINVAL)
 	}

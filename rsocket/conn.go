@@ -69,6 +69,7 @@ type Conn struct {
 	leader     *waiter
 	rw, ww, cw waiter // Read's, Write's (and CloseWrite's), Close's
 	waits      uint64 // channel waits (for tests)
+	arms       uint64 // REQ_NOTIFYs: one per wait, or before a condition met after arming (for tests)
 
 	wc      [32]verbs.WorkCompletion
 	recvWRs []verbs.RecvWR

@@ -49,6 +49,14 @@ func Waits(c *Conn) uint64 {
 	return c.waits
 }
 
+// Arms counts c's REQ_NOTIFYs: a wait arms the CQ first, and the
+// condition may be met then without waiting.
+func Arms(c *Conn) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.arms
+}
+
 // PeerIOMaps describes the peer's windows c knows of.
 func PeerIOMaps(c *Conn) string {
 	c.mu.Lock()

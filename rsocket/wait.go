@@ -146,6 +146,7 @@ func (c *Conn) wait(w *waiter, cond int) error {
 	if c.leader == nil {
 		// Armed here, not by cq.Wait (which arms again itself): one
 		// REQ_NOTIFY per wait, and cq.WaitChannel only waits.
+		c.arms++
 		if err = c.cq.ReqNotify(false); err == nil && !c.ready(cond) && !c.cq.Pending() {
 			c.leader = w
 			c.waits++
