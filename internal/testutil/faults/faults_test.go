@@ -97,6 +97,20 @@ func TestRPMAPeerKilled(t *testing.T) {
 	rpmaTest(t, rpmaFault{name: "peer process SIGKILL", iters: 60, inject: "die"})
 }
 
+// TestRsocketPeerKilled: an rsocket stream, a writing and reading what b
+// echoes, with both a Write and a Read blocked or in flight when b's
+// process is killed mid-stream. Both must return, with an error (io.EOF
+// for the Read: the peer's disconnect is the end of its stream), and b's
+// kernel must release everything the dead process held.
+func TestRsocketPeerKilled(t *testing.T) {
+	switch bed(t) {
+	case "a":
+		rsDrive(t)
+	case "b":
+		serve(t)
+	}
+}
+
 // TestCMPeerPoweredOff: TestCMPeerKilled's stream of SENDs on an rdma_cm
 // connection, and b's VM powers off mid-stream.
 // Nothing tells a's cm: the SENDs fail (retry exceeded) within the QP's

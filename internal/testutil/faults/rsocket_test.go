@@ -24,20 +24,6 @@ const rsPort = 7473 // b's rsocket listener
 // enough; this is a hang detector, not a timing check.
 const rsGuard = 90 * time.Second
 
-// TestRsocketPeerKilled: an rsocket stream, a writing and reading what b
-// echoes, with both a Write and a Read blocked or in flight when b's
-// process is killed mid-stream. Both must return, with an error (io.EOF
-// for the Read: the peer's disconnect is the end of its stream), and b's
-// kernel must release everything the dead process held.
-func TestRsocketPeerKilled(t *testing.T) {
-	switch bed(t) {
-	case "a":
-		rsDrive(t)
-	case "b":
-		serve(t)
-	}
-}
-
 func rsDrive(t *testing.T) {
 	c := dial(t)
 	if err := c.send(setup{Test: t.Name(), Mode: "rskill"}); err != nil {
