@@ -197,6 +197,7 @@ func New(pd *verbs.PD, opts Options) (*QP, error) {
 		kobj.ContextOf(ctx).Untrack(track)
 		return nil, err
 	}
+	kobj.ContextOf(ctx).SetShut(track, q.shutPosting)
 	return q, nil
 }
 

@@ -109,6 +109,7 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 		return nil, fmt.Errorf("srq: %w", err)
 	}
 	s.prov, s.ring, s.num = prov, info.Recv, info.Num
+	kobj.ContextOf(ctx).SetShut(track, s.ring.Shut)
 	return s, nil
 }
 

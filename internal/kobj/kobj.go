@@ -105,6 +105,7 @@ type Context struct {
 type entry struct {
 	kind Kind
 	obj  io.Closer
+	shut func() // refuses later posts and waits for those in progress; nil if the object does not post
 }
 
 // Do issues an ioctl on the context's descriptor; once the Context is
@@ -126,8 +127,24 @@ func (c *Context) Track(kind Kind, obj io.Closer) (uint64, error) {
 		c.objects = make(map[uint64]entry)
 	}
 	c.next++
-	c.objects[c.next] = entry{kind, obj}
+	c.objects[c.next] = entry{kind: kind, obj: obj}
 	return c.next, nil
+}
+
+// SetShut registers shut for the object tracked under handle: a function
+// that refuses the object's later posts (they fail with ErrClosed) and
+// waits for those in progress. Close calls every registered shut before it
+// returns the objects to destroy, so that a post racing a Context's
+// teardown ends with ErrClosed rather than with the error a QP gives once
+// its peer, destroyed a moment earlier on the same context, dropped the
+// connection (siw: ENOTCONN).
+func (c *Context) SetShut(handle uint64, shut func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.objects[handle]; ok {
+		e.shut = shut
+		c.objects[handle] = e
+	}
 }
 
 // Untrack removes an object registered with Track; objects call it from
@@ -165,9 +182,10 @@ func (c *Context) Closed() bool {
 	return c.closed
 }
 
-// Close marks the context closed, so Track refuses from now on, and
-// returns the objects still open in teardown order, for the caller to
-// close. A second call returns ok false.
+// Close marks the context closed, so Track refuses from now on, shuts
+// posting on every object that registered a shut (SetShut), and returns
+// the objects still open in teardown order, for the caller to close. A
+// second call returns ok false.
 func (c *Context) Close() (objs []io.Closer, ok bool) {
 	c.mu.Lock()
 	if c.closed {
@@ -180,6 +198,11 @@ func (c *Context) Close() (objs []io.Closer, ok bool) {
 		es = append(es, e)
 	}
 	c.mu.Unlock()
+	for _, e := range es {
+		if e.shut != nil {
+			e.shut()
+		}
+	}
 	slices.SortStableFunc(es, func(a, b entry) int { return int(a.kind - b.kind) })
 	objs = make([]io.Closer, len(es))
 	for i, e := range es {

@@ -111,3 +111,44 @@ func TestChannelStashTake(t *testing.T) {
 		}
 	}
 }
+
+// Close shuts posting on every object before any is destroyed: when the
+// first object is closed, all shuts have run, and each ran once.
+func TestCloseShutsBeforeTeardown(t *testing.T) {
+	var c Context
+	var order []string
+	for _, name := range []string{"qp1", "qp2", "srq"} {
+		kind := KindQP
+		if name == "srq" {
+			kind = KindSRQ
+		}
+		h, err := c.Track(kind, &closer{name, &order})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetShut(h, func() { order = append(order, "shut "+name) })
+	}
+	if _, err := c.Track(KindCQ, &closer{"cq", &order}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetShut(12345, func() { t.Error("a shut registered for an unknown handle ran") })
+	objs, ok := c.Close()
+	if !ok {
+		t.Fatal("Close did not close")
+	}
+	shuts := len(order)
+	for _, o := range objs {
+		o.Close()
+	}
+	if shuts != 3 {
+		t.Fatalf("before teardown: %v, want the 3 shuts", order[:shuts])
+	}
+	for _, s := range order[:shuts] {
+		if s[:5] != "shut " {
+			t.Fatalf("order %v: an object closed before every shut ran", order)
+		}
+	}
+	if len(order) != 7 {
+		t.Fatalf("order %v: want 3 shuts and 4 closes", order)
+	}
+}
