@@ -157,29 +157,9 @@ func parse(o *options, args []string, stdout, stderr io.Writer) bool {
 		}
 		return n
 	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a) < 2 || a[0] != '-' {
-			continue
-		}
-		c := a[1]
-		var v string
-		switch {
-		case c != 's' && c != 'b' && c != 'c' && c != 'p' && c != 'r' && c != 't':
-			fmt.Fprintf(stderr, "goverbs cmtime: invalid option -- '%c'\n", c)
-			fmt.Fprintf(stdout, "usage: goverbs cmtime\n%s", usage)
-			return false
-		case len(a) > 2:
-			v = a[2:]
-		case i+1 < len(args):
-			i++
-			v = args[i]
-		default:
-			fmt.Fprintf(stderr, "goverbs cmtime: option requires an argument -- '%c'\n", c)
-			fmt.Fprintf(stdout, "usage: goverbs cmtime\n%s", usage)
-			return false
-		}
-		switch c {
+	opts, _ := cmcommon.Getopt(args, "s:b:c:p:r:t:")
+	for _, op := range opts {
+		switch v := op.Arg; op.Opt {
 		case 's':
 			o.dst = v
 		case 'b':
@@ -192,6 +172,10 @@ func parse(o *options, args []string, stdout, stderr io.Writer) bool {
 			o.retries = atoi(v)
 		case 't':
 			o.timeout = time.Duration(atoi(v)) * time.Millisecond
+		default:
+			cmcommon.GetoptError(&cmcommon.Out{W: stderr}, "goverbs cmtime", op)
+			fmt.Fprintf(stdout, "usage: goverbs cmtime\n%s", usage)
+			return false
 		}
 	}
 	return true

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/tools/cmcommon"
@@ -25,38 +24,20 @@ const MsgSize = 16
 // rdma_create_ep: one work request and one SGE each way, 16 bytes inline.
 var Caps = qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: MsgSize}
 
-// Parse parses args with the getopt string spec (letters, each followed by
-// ':' as all of these take an argument) as glibc's getopt does: -p7471 or
-// -p 7471, bundling not needed. On a bad option it prints getopt's message
-// on stderr and the C tool's usage on stdout, and reports false.
+// Parse parses args with the getopt string spec as glibc's getopt does
+// (cmcommon.Getopt), keeping each option's last value. On a bad option it
+// prints getopt's message on stderr and the C tool's usage on stdout, and
+// reports false. Operands are ignored, as by the C tools.
 func Parse(args []string, spec string, stdout, stderr io.Writer, prog, usage string) (map[byte]string, bool) {
+	parsed, _ := cmcommon.Getopt(args, spec)
 	opts := map[byte]string{}
-	bad := func(format string, a ...any) (map[byte]string, bool) {
-		fmt.Fprintf(stderr, format, a...)
-		fmt.Fprintf(stdout, "usage: %s\n%s", prog, usage)
-		return nil, false
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
+	for _, o := range parsed {
+		if o.Opt == '?' {
+			cmcommon.GetoptError(&cmcommon.Out{W: stderr}, prog, o)
+			fmt.Fprintf(stdout, "usage: %s\n%s", prog, usage)
+			return nil, false
 		}
-		if len(a) < 2 || a[0] != '-' {
-			continue // operands are ignored, as by the C tools
-		}
-		c := a[1]
-		if !strings.ContainsRune(strings.ReplaceAll(spec, ":", ""), rune(c)) {
-			return bad("%s: invalid option -- '%c'\n", prog, c)
-		}
-		switch {
-		case len(a) > 2:
-			opts[c] = a[2:]
-		case i+1 < len(args):
-			i++
-			opts[c] = args[i]
-		default:
-			return bad("%s: option requires an argument -- '%c'\n", prog, c)
-		}
+		opts[o.Opt] = o.Arg
 	}
 	return opts, true
 }
