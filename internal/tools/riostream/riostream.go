@@ -69,98 +69,49 @@ const usage = `usage: %s
 
 // run is one run of riostream.
 type run struct {
-	o    rscommon.Opts
-	out  *cmcommon.Out
-	errw io.Writer
-	buf  []byte // registered memory that never moves
-	pat  rscommon.Pattern
-	c    *rscommon.Conn
-	l    *rscommon.Listener
+	rscommon.Session
+	buf []byte // registered memory that never moves
+	pat rscommon.Pattern
 }
 
 // Main is goverbs riostream: args are its arguments after the
 // subcommand; it returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
-	r := &run{o: rscommon.Opts{Prog: "riostream"}, out: &cmcommon.Out{W: stdout}, errw: stderr}
-	if st := rscommon.Parse(&r.o, args, "s:b:f:B:i:I:C:S:p:T:", "abnv",
+	r := &run{Session: rscommon.Session{IOMap: true, Bind: false, O: rscommon.Opts{Prog: "riostream"}, Out: &cmcommon.Out{W: stdout}, Errw: stderr}}
+	if st := rscommon.Parse(&r.O, args, "s:b:f:B:i:I:C:S:p:T:", "abnv",
 		[]string{"async", "block", "nonblock", "verify"}, usage, stdout, stderr); st >= 0 {
 		return st
 	}
 	return cmcommon.Exit(r.run())
 }
 
-func (r *run) client() bool { return r.o.Dst != "" }
-
-func (r *run) connect(opt rscommon.Optimization) error {
-	var err error
-	if r.client() {
-		r.c, err = r.o.Connect(opt, true, false, r.out.W, r.errw)
-	} else {
-		r.c, err = r.l.Accept(r.out.W, r.errw)
-	}
-	return err
-}
-
 // run is riostream.c's run.
 func (r *run) run() int {
 	size := rscommon.MaxSize
-	if r.o.Custom {
-		size = max(r.o.Size, 16)
+	if r.O.Custom {
+		size = max(r.O.Size, 16)
 	}
 	b, err := mr.Alloc(size)
 	if err != nil {
-		fmt.Fprintf(r.errw, "malloc: %v\n", err)
+		fmt.Fprintf(r.Errw, "malloc: %v\n", err)
 		return -1
 	}
 	defer b.Close()
 	r.buf = b.Bytes()
-	if !r.client() {
-		l, err := r.o.Listen(true, r.errw)
-		if err != nil {
-			return -1
-		}
-		r.l = l
-		defer l.Close()
-	}
-	r.out.Printf(rscommon.Header)
-	if r.o.Custom {
-		if r.connect(rscommon.OptNone) != nil {
-			return -1
-		}
-		ret := r.test(rscommon.Test{Name: "custom", Size: r.o.Size, Count: r.o.Count, Iterations: r.o.Iterations})
-		r.c.Shutdown()
-		return ret
-	}
-	for _, opt := range []rscommon.Optimization{rscommon.OptLatency, rscommon.OptBandwidth} {
-		if r.connect(opt) != nil {
-			return -1
-		}
-		for _, s := range rscommon.Sizes {
-			if s.Option > r.o.SizeOption {
-				continue
-			}
-			t := rscommon.Latency(s.Size)
-			if opt == rscommon.OptBandwidth {
-				t = rscommon.Bandwidth(s.Size)
-			}
-			r.test(t) // as in C, a failed test does not end the run
-		}
-		r.c.Shutdown()
-	}
-	return 0
+	return r.Run(r.test)
 }
 
 // sendXfer is send_xfer: the window, by riowrite, to the same offsets of
 // the peer's.
 func (r *run) sendXfer(win []byte) error {
 	for off := 0; off < len(win); {
-		if !r.o.Blocking && !r.o.Async {
-			r.c.SetWriteDeadline(time.Now().Add(100 * time.Microsecond))
+		if !r.O.Blocking && !r.O.Async {
+			r.C.SetWriteDeadline(time.Now().Add(100 * time.Microsecond))
 		}
-		n, err := r.c.RS.IOWrite(win[off:], uint64(off))
+		n, err := r.C.RS.IOWrite(win[off:], uint64(off))
 		off += n
 		if err != nil && !errors.Is(err, errTimeout) {
-			fmt.Fprintf(r.errw, "riowrite: %s\n", cmcommon.Strerror(err))
+			fmt.Fprintf(r.Errw, "riowrite: %s\n", cmcommon.Strerror(err))
 			return err
 		}
 	}
@@ -190,9 +141,9 @@ func (r *run) recvXfer(win []byte, marker byte) error {
 			continue
 		}
 		check = time.Now()
-		r.c.SetReadDeadline(time.Now().Add(time.Millisecond))
-		n, err := r.c.Read(one[:])
-		r.c.SetReadDeadline(time.Time{})
+		r.C.SetReadDeadline(time.Now().Add(time.Millisecond))
+		n, err := r.C.Read(one[:])
+		r.C.SetReadDeadline(time.Time{})
 		if n != 0 {
 			err = errors.New("in-band data while waiting for the marker")
 		}
@@ -202,18 +153,18 @@ func (r *run) recvXfer(win []byte, marker byte) error {
 			break
 		}
 		if err != nil && !errors.Is(err, errTimeout) {
-			fmt.Fprintf(r.errw, "riostream: waiting for marker %d: %s\n", marker, cmcommon.Strerror(err))
+			fmt.Fprintf(r.Errw, "riostream: waiting for marker %d: %s\n", marker, cmcommon.Strerror(err))
 			return err
 		}
 	}
-	if r.o.Verify {
+	if r.O.Verify {
 		// The marker may land before the bytes in front of it: see
 		// the package comment. Give them verifyWait to land.
 		data := win[:len(win)-1]
 		for end := time.Now().Add(verifyWait); !r.pat.Matches(data) && time.Now().Before(end); {
 			time.Sleep(20 * time.Microsecond)
 		}
-		return r.pat.Verify(data, r.out.W)
+		return r.pat.Verify(data, r.Out.W)
 	}
 	return nil
 }
@@ -226,16 +177,16 @@ const verifyWait = 100 * time.Millisecond
 func (r *run) test(t rscommon.Test) int {
 	win := r.buf[:t.Size]
 	win[t.Size-1] = 0xff
-	if err := r.c.RS.IOMap(win, 0); err != nil {
-		fmt.Fprintf(r.errw, "riomap: %s\n", cmcommon.Strerror(err))
+	if err := r.C.RS.IOMap(win, 0); err != nil {
+		fmt.Fprintf(r.Errw, "riomap: %s\n", cmcommon.Strerror(err))
 		return -1
 	}
 	sync := r.buf[:16]
-	first, second := r.c.Recv, r.c.Send
-	if r.client() {
-		first, second = r.c.Send, r.c.Recv
+	first, second := r.C.Recv, r.C.Send
+	if r.Client() {
+		first, second = r.C.Send, r.C.Recv
 	}
-	if first(sync, r.errw) != nil || second(sync, r.errw) != nil {
+	if first(sync, r.Errw) != nil || second(sync, r.Errw) != nil {
 		return -1
 	}
 	var marker byte
@@ -247,7 +198,7 @@ func (r *run) test(t rscommon.Test) int {
 		}
 		win[t.Size-1] = marker
 		marker++
-		if r.o.Verify {
+		if r.O.Verify {
 			r.pat.Format(win[:t.Size-1])
 		}
 		return r.sendXfer(win)
@@ -260,16 +211,16 @@ func (r *run) test(t rscommon.Test) int {
 	start := time.Now()
 	for range t.Iterations {
 		first, second := recv, send
-		if r.client() {
+		if r.Client() {
 			first, second = send, recv
 		}
 		if first() != nil || second() != nil {
 			return -1
 		}
 	}
-	r.out.Printf("%s", t.Perf(time.Since(start)))
-	if err := r.c.RS.IOUnmap(win); err != nil {
-		fmt.Fprintf(r.errw, "riounmap: %s\n", cmcommon.Strerror(err))
+	r.Out.Printf("%s", t.Perf(time.Since(start)))
+	if err := r.C.RS.IOUnmap(win); err != nil {
+		fmt.Fprintf(r.Errw, "riounmap: %s\n", cmcommon.Strerror(err))
 		return -1
 	}
 	return 0

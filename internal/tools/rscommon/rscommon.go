@@ -568,3 +568,73 @@ func (o *Opts) Connect(opt Optimization, iomap, bind bool, out, errw io.Writer) 
 	}
 	return &Conn{Conn: rc, RS: rc, o: o}, nil
 }
+
+// Session is one run of rstream or riostream: the options, the output,
+// the listener (server side) and the connection of the tests under way.
+type Session struct {
+	O    Opts
+	Out  *cmcommon.Out
+	Errw io.Writer
+	C    *Conn
+	L    *Listener
+	// IOMap asks for the riomap window (riostream); Bind binds the client
+	// to -b's address before it connects (rstream).
+	IOMap, Bind bool
+}
+
+// Client reports whether this side connects (-s given).
+func (s *Session) Client() bool { return s.O.Dst != "" }
+
+// connect is client_connect or server_connect: s.C is the new connection.
+func (s *Session) connect(opt Optimization) error {
+	var err error
+	if s.Client() {
+		s.C, err = s.O.Connect(opt, s.IOMap, s.Bind, s.Out.W, s.Errw)
+	} else {
+		s.C, err = s.L.Accept(s.Out.W, s.Errw)
+	}
+	return err
+}
+
+// Run is the C tools' run once the buffer is allocated: the server
+// listens, the header is printed, then either the custom test (-S with -C
+// or -I) runs on one connection, or every size up to -S's option runs,
+// latency first and bandwidth second, each on its own connection. test
+// runs one test on s.C and returns 0 or -1; as in C, a failed test of the
+// size sweep does not end the run.
+func (s *Session) Run(test func(Test) int) int {
+	if !s.Client() {
+		l, err := s.O.Listen(s.IOMap, s.Errw)
+		if err != nil {
+			return -1
+		}
+		s.L = l
+		defer l.Close()
+	}
+	s.Out.Printf(Header)
+	if s.O.Custom {
+		if s.connect(OptNone) != nil {
+			return -1
+		}
+		ret := test(Test{Name: "custom", Size: s.O.Size, Count: s.O.Count, Iterations: s.O.Iterations})
+		s.C.Shutdown()
+		return ret
+	}
+	for _, opt := range []Optimization{OptLatency, OptBandwidth} {
+		if s.connect(opt) != nil {
+			return -1
+		}
+		for _, sz := range Sizes {
+			if sz.Option > s.O.SizeOption {
+				continue
+			}
+			t := Latency(sz.Size)
+			if opt == OptBandwidth {
+				t = Bandwidth(sz.Size)
+			}
+			test(t)
+		}
+		s.C.Shutdown()
+	}
+	return 0
+}

@@ -59,95 +59,45 @@ const usage = `usage: %s
 
 // run is one run of rstream.
 type run struct {
-	o    rscommon.Opts
-	out  *cmcommon.Out
-	errw io.Writer
-	buf  []byte
-	pat  rscommon.Pattern
-	c    *rscommon.Conn
-	l    *rscommon.Listener
+	rscommon.Session
+	buf []byte
+	pat rscommon.Pattern
 }
 
 // Main is goverbs rstream: args are its arguments after the subcommand;
 // it returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
-	r := &run{o: rscommon.Opts{Prog: "rstream"}, out: &cmcommon.Out{W: stdout}, errw: stderr}
-	if st := rscommon.Parse(&r.o, args, "s:b:f:B:i:I:C:S:p:k:T:", "sabfnrv",
+	r := &run{Session: rscommon.Session{IOMap: false, Bind: true, O: rscommon.Opts{Prog: "rstream"}, Out: &cmcommon.Out{W: stdout}, Errw: stderr}}
+	if st := rscommon.Parse(&r.O, args, "s:b:f:B:i:I:C:S:p:k:T:", "sabfnrv",
 		[]string{"socket", "async", "block", "nonblock", "resolve", "verify", "fork"}, usage, stdout, stderr); st >= 0 {
 		return st
 	}
 	return cmcommon.Exit(r.run())
 }
 
-func (r *run) client() bool { return r.o.Dst != "" }
-
-// connect is client_connect or server_connect.
-func (r *run) connect(opt rscommon.Optimization) error {
-	var err error
-	if r.client() {
-		r.c, err = r.o.Connect(opt, false, true, r.out.W, r.errw)
-	} else {
-		r.c, err = r.l.Accept(r.out.W, r.errw)
-	}
-	return err
-}
-
 // run is rstream.c's run.
 func (r *run) run() int {
-	if r.o.Custom {
-		r.buf = make([]byte, max(r.o.Size, 16))
+	if r.O.Custom {
+		r.buf = make([]byte, max(r.O.Size, 16))
 	} else {
 		r.buf = make([]byte, rscommon.MaxSize)
 	}
-	if !r.client() {
-		l, err := r.o.Listen(false, r.errw)
-		if err != nil {
-			return -1
-		}
-		r.l = l
-		defer l.Close()
-	}
-	r.out.Printf(rscommon.Header)
-	if r.o.Custom {
-		if r.connect(rscommon.OptNone) != nil {
-			return -1
-		}
-		ret := r.test(rscommon.Test{Name: "custom", Size: r.o.Size, Count: r.o.Count, Iterations: r.o.Iterations})
-		r.c.Shutdown()
-		return ret
-	}
-	for _, opt := range []rscommon.Optimization{rscommon.OptLatency, rscommon.OptBandwidth} {
-		if r.connect(opt) != nil {
-			return -1
-		}
-		for _, s := range rscommon.Sizes {
-			if s.Option > r.o.SizeOption {
-				continue
-			}
-			t := rscommon.Latency(s.Size)
-			if opt == rscommon.OptBandwidth {
-				t = rscommon.Bandwidth(s.Size)
-			}
-			r.test(t) // as in C, a failed test does not end the run
-		}
-		r.c.Shutdown()
-	}
-	return 0
+	return r.Run(r.test)
 }
 
 func (r *run) send(n int) error {
-	if r.o.Verify {
+	if r.O.Verify {
 		r.pat.Format(r.buf[:n])
 	}
-	return r.c.Send(r.buf[:n], r.errw)
+	return r.C.Send(r.buf[:n], r.Errw)
 }
 
 func (r *run) recv(n int) error {
-	if err := r.c.Recv(r.buf[:n], r.errw); err != nil {
+	if err := r.C.Recv(r.buf[:n], r.Errw); err != nil {
 		return err
 	}
-	if r.o.Verify {
-		return r.pat.Verify(r.buf[:n], r.out.W)
+	if r.O.Verify {
+		return r.pat.Verify(r.buf[:n], r.Out.W)
 	}
 	return nil
 }
@@ -155,7 +105,7 @@ func (r *run) recv(n int) error {
 // test is run_test.
 func (r *run) test(t rscommon.Test) int {
 	first, second := r.recv, r.send
-	if r.client() {
+	if r.Client() {
 		first, second = r.send, r.recv
 	}
 	if first(16) != nil || second(16) != nil { // sync_test
@@ -174,6 +124,6 @@ func (r *run) test(t rscommon.Test) int {
 			}
 		}
 	}
-	r.out.Printf("%s", t.Perf(time.Since(start)))
+	r.Out.Printf("%s", t.Perf(time.Since(start)))
 	return 0
 }
