@@ -18,6 +18,7 @@ import (
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/proc"
+	"github.com/goverbs/goverbs/internal/tools/rscommon"
 	"github.com/goverbs/goverbs/rsocket"
 )
 
@@ -94,38 +95,6 @@ func rstreamPaced(c net.Conn, client bool, size, count, iters, pause int) error 
 	return nil
 }
 
-// sizeStr and cntStr print sizes and counts as rstream does (common.c
-// size_str, cnt_str).
-func sizeStr(size int64) string {
-	base, mag := int64(1), ""
-	switch {
-	case size >= 1<<30:
-		base, mag = 1<<30, "g"
-	case size >= 1<<20:
-		base, mag = 1<<20, "m"
-	case size >= 1<<10:
-		base, mag = 1<<10, "k"
-	}
-	if size/base < 10 {
-		if f := size % base * 10 / base; f != 0 {
-			return fmt.Sprintf("%d.%d%s", size/base, f, mag)
-		}
-	}
-	return fmt.Sprintf("%d%s", size/base, mag)
-}
-
-func cntStr(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%db", n/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%dm", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%dk", n/1e3)
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 // checkRstreamOutput checks the result line rstream printed for its
 // custom test.
 func checkRstreamOutput(t *testing.T, p *proc.Proc, size, count, iters int) {
@@ -135,8 +104,8 @@ func checkRstreamOutput(t *testing.T, p *proc.Proc, size, count, iters int) {
 		if len(f) == 0 || f[0] != "custom" {
 			continue
 		}
-		want := []string{"custom", sizeStr(int64(size)), cntStr(int64(count)), cntStr(int64(iters)),
-			sizeStr(int64(iters) * int64(count) * int64(size) * 2)}
+		want := []string{"custom", rscommon.SizeStr(int64(size)), rscommon.CntStr(int64(count)), rscommon.CntStr(int64(iters)),
+			rscommon.SizeStr(int64(iters) * int64(count) * int64(size) * 2)}
 		if len(f) != 8 || strings.Join(f[:5], " ") != strings.Join(want, " ") {
 			t.Errorf("rstream's result line %q, want it to begin %q", l, want)
 		}
