@@ -35,11 +35,17 @@ func allocs(t *testing.T, what string, runs int, f func(), cs ...*rsocket.Conn) 
 }
 
 // Read and Write allocate nothing once a connection runs: in a
-// request-response exchange (every Read waits on the completion channel)
-// and in a stream of 64 KiB writes read by the peer (credits, buffer
-// halves and send completions cycling).
+// request-response exchange and in a stream of 64 KiB writes read by the
+// peer (credits, buffer halves and send completions cycling). Without
+// polling every blocked call waits on the completion channel; with it
+// (the default) a call polls first.
 func TestConnAllocs(t *testing.T) {
-	c1, c2 := pipe(t)
+	t.Run("channel", func(t *testing.T) { testConnAllocs(t, true, rsocket.PollTime(0)) })
+	t.Run("poll", func(t *testing.T) { testConnAllocs(t, false) })
+}
+
+func testConnAllocs(t *testing.T, mustWait bool, opts ...rsocket.Option) {
+	c1, c2 := pipe(t, opts...)
 	guard(t, 4*time.Minute, c1, c2)
 
 	req, resp := make([]byte, 1000), make([]byte, 1000)
@@ -92,7 +98,10 @@ func TestConnAllocs(t *testing.T) {
 		stream()
 	}
 	allocs(t, "stream of 256 KiB writes", 50, stream, c1, c2)
-	if rsocket.Waits(c1)+rsocket.Waits(c2) == 0 {
+	if mustWait && rsocket.Waits(c1)+rsocket.Waits(c2) == 0 {
 		t.Error("no call waited on a completion channel: the wait path was not measured")
+	}
+	if mustWait && rsocket.Polled(c1)+rsocket.Polled(c2) != 0 {
+		t.Error("a connection with PollTime(0) polled")
 	}
 }

@@ -48,6 +48,7 @@ type Conn struct {
 	sbuf, rbuf    []byte
 	laddr, raddr  *Addr
 	keepalive     time.Duration
+	pollTime      time.Duration // how long a blocked call polls before it sleeps
 	iwarp         bool
 
 	readMu  sync.Mutex // held by Read, CloseRead and Close
@@ -70,6 +71,7 @@ type Conn struct {
 	rw, ww, cw waiter // Read's, Write's (and CloseWrite's), Close's
 	waits      uint64 // channel waits (for tests)
 	arms       uint64 // REQ_NOTIFYs: one per wait, or before a condition met after arming (for tests)
+	polled     uint64 // waits that polling ended, without arming (for tests)
 
 	wc      [32]verbs.WorkCompletion
 	recvWRs []verbs.RecvWR
@@ -106,7 +108,7 @@ func (a *Addr) String() string { return a.AddrPort.String() }
 // table) and the receive buffer, and posts the receives. It does not
 // connect. On failure everything it made is closed (and id and ch too).
 func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
-	c := &Conn{ch: ch, id: id, keepalive: cfg.keepalive, cmDone: make(chan struct{})}
+	c := &Conn{ch: ch, id: id, keepalive: cfg.keepalive, pollTime: cfg.pollTime, cmDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.free()

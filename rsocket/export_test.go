@@ -57,6 +57,13 @@ func Arms(c *Conn) uint64 {
 	return c.arms
 }
 
+// Polled counts c's waits that polling the CQ ended (PollTime).
+func Polled(c *Conn) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.polled
+}
+
 // PeerIOMaps describes the peer's windows c knows of.
 func PeerIOMaps(c *Conn) string {
 	c.mu.Lock()

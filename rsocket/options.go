@@ -12,6 +12,9 @@ const (
 	DefaultInlineSize = 64        // bytes (def_inline)
 	DefaultBufferSize = 128 << 10 // send and receive buffer bytes (def_wmem, def_mem)
 	DefaultBacklog    = 128       // Listen's queue of established connections
+	// DefaultPollTime is how long a blocked call polls the completion
+	// queue before it arms it and sleeps (polling_time, 10 µs).
+	DefaultPollTime = 10 * time.Microsecond
 )
 
 // Limits of the options.
@@ -35,6 +38,7 @@ type config struct {
 	sbufSize, rbufSize int
 	iomapSize          int
 	keepalive          time.Duration
+	pollTime           time.Duration
 	localAddr          netip.AddrPort
 	backlog            int
 }
@@ -47,6 +51,7 @@ func newConfig(opts []Option) config {
 		sbufSize: DefaultBufferSize,
 		rbufSize: DefaultBufferSize,
 		backlog:  DefaultBacklog,
+		pollTime: DefaultPollTime,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -110,6 +115,17 @@ func IOMapSize(n int) Option {
 // retrying. 0 (the default) sends none.
 func KeepAlive(period time.Duration) Option {
 	return func(c *config) { c.keepalive = max(period, 0) }
+}
+
+// PollTime sets how long a call that cannot proceed (a Read with no data,
+// a Write with no credits or buffer space) polls the completion queue
+// before it arms the queue and sleeps on its completion channel, as C
+// rsockets poll for polling_time (/etc/rdma/rsocket/polling_time; 10 µs
+// by default, DefaultPollTime). Polling spends a CPU for that long; it
+// saves the wake-up through the kernel when the peer answers within it,
+// which is most of a small message's round trip. 0 sleeps at once.
+func PollTime(d time.Duration) Option {
+	return func(c *config) { c.pollTime = max(d, 0) }
 }
 
 // LocalAddr binds a Dial to a local address (rbind before rconnect);

@@ -2,6 +2,7 @@ package rsocket
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
@@ -128,6 +129,30 @@ func (c *Conn) wakeAll(except *waiter) {
 	}
 }
 
+// poll polls the CQ for c.pollTime, as rsocket.c's rs_get_comp does
+// before it blocks, and reports whether it should stop waiting: cond
+// holds, w's deadline passed, or the connection is closing. It lets go of
+// c.mu between polls, so the other calls (and whoever wakes w) get in.
+// The caller holds c.mu.
+func (c *Conn) poll(w *waiter, cond int) bool {
+	start := time.Now()
+	for {
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+		if c.closing || w.expired() {
+			return true
+		}
+		c.progress()
+		if c.ready(cond) {
+			return true
+		}
+		if time.Since(start) > c.pollTime {
+			return false
+		}
+	}
+}
+
 // wait blocks the call w until cond may hold: until completions arrive,
 // w's deadline passes (errTimeout, also when it has passed already),
 // Close or another state change wakes it. It may return early; callers
@@ -140,6 +165,13 @@ func (c *Conn) wait(w *waiter, cond int) error {
 			return errTimeout
 		}
 		w.timer.Reset(d)
+	}
+	if c.leader == nil && c.pollTime > 0 && c.poll(w, cond) {
+		if !w.deadline.IsZero() {
+			w.timer.Stop()
+		}
+		c.polled++
+		return nil
 	}
 	w.blocked = true
 	var err error
