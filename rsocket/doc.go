@@ -79,9 +79,10 @@
 //
 // # Blocking
 //
-// Read and Write wait on the connection's completion channel (cq.Wait),
-// parked on Go's netpoller; deadlines, Close and the peer's disconnect
-// wake them. Once a connection runs, Read and Write allocate nothing.
+// A Read or Write that cannot proceed first polls the connection's CQ for
+// PollTime (10 µs by default, C's polling_time), then waits on its
+// completion channel (cq.Wait), parked on Go's netpoller; deadlines, Close
+// and the peer's disconnect wake them. Once a connection runs, Read and Write allocate nothing.
 // Like C's rsocket, a side grants credits only while its application
 // calls Read (or Write): a peer that stops reading stops the writer.
 package rsocket
