@@ -18,7 +18,6 @@ import (
 
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/rsocket"
-	"github.com/goverbs/goverbs/verbs"
 )
 
 // The conformance tests: what net.Conn users rely on, in the spirit of
@@ -26,14 +25,11 @@ import (
 // import), checked on two connected Conns on the test device.
 
 // device skips on a bare host and fails on the test bed without a
-// device; an iWARP device is the one capability skip (rsocket needs
-// RDMA WRITE WITH IMMEDIATE, which iWARP lacks, and this package does
-// not implement C's WRITE+SEND variant).
+// device. Every device runs the tests: on iWARP (siw) connections use
+// C's variant for it, a WRITE and a SEND per message.
 func device(t *testing.T) string {
 	t.Helper()
-	dev := testutil.Device(t)
-	testutil.SkipUnlessCap(t, dev.NodeType.Transport() != verbs.TransportIWARP,
-		"RDMA WRITE WITH IMMEDIATE (iWARP transport)")
+	testutil.Device(t)
 	return testutil.Addr(t)
 }
 
