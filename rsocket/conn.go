@@ -330,7 +330,7 @@ func (c *Conn) progress() {
 			if wc.WRID&recvFlag == 0 {
 				c.s.sent(wc.WRID, wc.Status == verbs.WCSuccess)
 				if wc.Status != verbs.WCSuccess && c.s.err == errSendFailed {
-					c.s.err = &CompletionError{Msg: wrKind(wc.WRID), Status: wc.Status}
+					c.s.err = &CompletionError{Msg: wrKind(wc.WRID), Status: wc.Status, iwarp: c.iwarp}
 				}
 				continue
 			}
@@ -340,7 +340,7 @@ func (c *Conn) progress() {
 				// the error state: past a disconnect, a flush;
 				// before it, the connection is broken.
 				if c.s.state&stConnected != 0 {
-					c.s.fail(&CompletionError{Msg: "receive", Status: wc.Status})
+					c.s.fail(&CompletionError{Msg: "receive", Status: wc.Status, iwarp: c.iwarp})
 				}
 			case c.s.state&(stConnected|stError) != stConnected:
 				// Past the peer's disconnect (C stops polling there).
@@ -411,6 +411,7 @@ var errSendFailed = errors.New("rsocket: send failed")
 type CompletionError struct {
 	Msg    string // "data", "SGL update", "control message", "keepalive", "receive"
 	Status verbs.WCStatus
+	iwarp  bool // on an iWARP device
 }
 
 func (e *CompletionError) Error() string {
@@ -419,9 +420,15 @@ func (e *CompletionError) Error() string {
 
 // Unwrap gives the errno a socket would report: ECONNRESET when the
 // peer's side refused the request (a dead process's registrations are
-// gone), ETIMEDOUT when it stopped answering (retries exceeded), EIO
-// otherwise (C's rsocket reports EIO for all of them).
+// gone), or on iWARP when the request was flushed (siw moves the QP to
+// the error state when the peer's end of its TCP stream goes away, as
+// when the peer's process dies: seen on siw), ETIMEDOUT when it stopped
+// answering (retries exceeded), EIO otherwise (C's rsocket reports EIO
+// for all of them).
 func (e *CompletionError) Unwrap() error {
+	if e.iwarp && e.Status == verbs.WCWRFlushErr {
+		return syscall.ECONNRESET
+	}
 	switch e.Status {
 	case verbs.WCRemAccessErr, verbs.WCRemOpErr, verbs.WCRemInvReqErr, verbs.WCRemAbortErr:
 		return syscall.ECONNRESET

@@ -21,8 +21,9 @@
 // connect request and reply carry rsocket's 40-byte private data
 // (version 1, flags, the credits, the address and key of the side's
 // target SGL and of the first half of its receive buffer, its iomap
-// size). Every stream message is an RDMA WRITE WITH IMMEDIATE; the
-// immediate's top three bits say what it is:
+// size). Every stream message is an RDMA WRITE WITH IMMEDIATE (on
+// iWARP a WRITE and a SEND: see below); the immediate's top three bits
+// say what it is:
 //
 //   - data: the bytes written into the receive buffer half the peer
 //     published, at most 64 KiB per message;
@@ -55,10 +56,25 @@
 // an error wrapping ErrProtocol; nothing it sends makes this side access
 // memory outside the connection's buffers.
 //
-// iWARP devices (siw) have no WRITE WITH IMMEDIATE; C's rsocket sends a
-// WRITE and a SEND per message there, which this package does not do
-// yet: Dial and Listen's connections fail with verbs.ErrNotCapable on
-// them.
+// # iWARP
+//
+// iWARP devices (siw) have no WRITE WITH IMMEDIATE. There, as C's
+// rsocket does (RS_OPT_MSG_SEND, chosen by the transport the device
+// reports), a message with a payload is a plain RDMA WRITE of it
+// followed by a 4-byte inline SEND of the message word (what the
+// immediate would be, in the sender's byte order), and a message
+// without one is the SEND alone; each receive has a 4-byte slot after
+// the receive buffer; a data message takes two send queue slots and an
+// SGL update with a buffer two control slots; the dialer asks for
+// initiator depth 1. The completion of such a SEND does not say how many
+// bytes the WRITE before it placed, so on iWARP a data message's length
+// is taken from its word (unchecked, as in C) and an SGL update carries
+// a buffer when the target SGL entry it fills holds one. iWARP lets the
+// passive side send only after the active side's first message (MPA
+// without peer-to-peer mode, as on siw): an accepted connection on an
+// iWARP device posts nothing until then (C sends its first credit
+// update with its application's first call, whenever that is).
+// VERIFIED-PLACEHOLDER
 //
 // # Where this side differs from C (none of it changes the wire format)
 //
