@@ -120,6 +120,24 @@ func TestHostilePeer(t *testing.T) {
 					t.Fatalf("post: %v", err)
 				}
 				time.Sleep(10 * time.Millisecond)
+				if iwarp {
+					// iWARP has no RNR retry: a message that finds
+					// no receive posted ends the connection (siw
+					// terminates it), so the victim processes its
+					// completions, re-posting receives, while the
+					// messages come, as a Write of its would. And
+					// two completions a message would overflow the
+					// evil side's CQ (sq+rq entries).
+					victim.mu.Lock()
+					victim.progress()
+					victim.mu.Unlock()
+					for {
+						n, err := evil.cq.Poll(evil.wc[:])
+						if err != nil || n == 0 {
+							break
+						}
+					}
+				}
 			}
 			evil.mu.Unlock()
 			// The victim's application is busy elsewhere (as in a
