@@ -315,9 +315,13 @@ func TestRcopyInterop(t *testing.T) {
 				t.Fatalf("client failed: %v\n\nserver %v", client, server)
 			}
 			// The server serves clients until it is killed; it has
-			// answered CLOSE, and prints "done" right after.
+			// answered CLOSE, and prints "done" right after, then
+			// "waiting for connection..." once the client's
+			// disconnect has reached it and it has closed the
+			// connection: killing it at "done" raced that (seen on
+			// rxe, 2 runs in 5, go-server/c-client).
 			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(server.Stdout.String(), "done\n") && time.Now().Before(deadline) && !server.Exited() {
+			for !strings.HasSuffix(server.Stdout.String(), "done\nwaiting for connection...") && time.Now().Before(deadline) && !server.Exited() {
 				time.Sleep(20 * time.Millisecond)
 			}
 			server.Cmd.Process.Kill()
