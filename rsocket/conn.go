@@ -23,6 +23,11 @@ import (
 // work requests carry their message as wr_id, as in C.
 const recvFlag = 1 << 63
 
+// msgSendFlag marks the wr_id of the SEND that follows a message's RDMA
+// WRITE on iWARP (C's RS_WR_ID_FLAG_MSG_SEND); the wr_id of a receive
+// there is recvFlag and the index of its 4-byte slot.
+const msgSendFlag = 1 << 62
+
 // closeTimeout bounds how long Close waits for its disconnect message
 // (and what was posted before it) to complete: a peer that is gone
 // makes the device retry for a while before failing it.
@@ -75,11 +80,20 @@ type Conn struct {
 
 	wc      [32]verbs.WorkCompletion
 	recvWRs []verbs.RecvWR
-	ctrlWR  [1]verbs.SendWR
+	ctrlWR  [2]verbs.SendWR // [1]: the SEND of the message word on iWARP
 	ctrlSGE [1]verbs.SGE
 	ctrlBuf [maxCtrlMsg]byte
-	dataWR  [1]verbs.SendWR
+	dataWR  [2]verbs.SendWR // [1]: the SEND of the message word on iWARP
 	dataSGE [2]verbs.SGE
+
+	// iWARP (RS_OPT_MSG_SEND): the receives' 4-byte slots after the
+	// receive buffer, each receive's SGE, the slot the next re-posted
+	// receive uses, and the message words the SENDs carry inline.
+	msgSlots []byte
+	recvSGEs []verbs.SGE
+	recvNext int
+	ctrlWord [msgSize]byte
+	dataWord [msgSize]byte
 
 	maps     []*iomapping // our mapped buffers, by peer table entry (iomap.go)
 	mapQueue []*iomapping // mapped, not yet sent
@@ -118,13 +132,10 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
 	if dev == nil {
 		return nil, errors.New("rsocket: the connection's ID is not bound to a device")
 	}
+	// iWARP has no RDMA WRITE WITH IMMEDIATE: there every message is a
+	// WRITE and a SEND (rs_create_ep sets RS_OPT_MSG_SEND by the
+	// device's transport).
 	c.iwarp = dev.Device().NodeType.Transport() == verbs.TransportIWARP
-	if c.iwarp {
-		// C sends every message as a WRITE plus a SEND there
-		// (RS_OPT_MSG_SEND), which this package does not implement.
-		return nil, fmt.Errorf("rsocket: %s is an iWARP device (no RDMA WRITE WITH IMM): %w",
-			dev.Device().Name, verbs.ErrNotCapable)
-	}
 	attr, err := dev.QueryDevice()
 	if err != nil {
 		return nil, err
@@ -143,14 +154,25 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
 	if c.cq, err = cq.New(dev, cq.Options{CQE: sqSize + rqSize, Channel: c.cch}); err != nil {
 		return nil, err
 	}
+	inline := cfg.inline
+	if c.iwarp {
+		// The message word goes inline. C asks for the configured
+		// size and fails with ENOTSUP if the provider grants less than
+		// 4 bytes; asking for at least 4 changes nothing on the wire.
+		inline = max(inline, msgSize)
+	}
 	c.qp, err = id.CreateQP(c.pd, qp.Options{
 		SendCQ: c.cq, RecvCQ: c.cq, SigAll: true,
-		Caps: qp.Caps{MaxSendWR: sqSize, MaxRecvWR: rqSize, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: cfg.inline},
+		Caps: qp.Caps{MaxSendWR: sqSize, MaxRecvWR: rqSize, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: inline},
 	})
 	if err != nil {
 		return nil, err
 	}
-	inline := c.qp.Caps().MaxInlineData // C adopts what the provider grants
+	inline = c.qp.Caps().MaxInlineData // C adopts what the provider grants
+	if c.iwarp && inline < msgSize {
+		return nil, fmt.Errorf("rsocket: %s is an iWARP device and grants %d bytes of inline data, fewer than the %d of a message word: %w",
+			dev.Device().Name, inline, msgSize, verbs.ErrNotCapable)
+	}
 	sbufLen := cfg.sbufSize
 	if inline < maxCtrlMsg {
 		sbufLen += maxCtrlMsg * qpCtrlSize // control messages' slots
@@ -161,7 +183,11 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
 	if c.tmr, err = mr.New(c.pd, sglSize*sgeSize+cfg.iomapSize*iomapSize, mr.LocalWrite|mr.RemoteWrite); err != nil {
 		return nil, err
 	}
-	if c.rmr, err = mr.New(c.pd, cfg.rbufSize, mr.LocalWrite|mr.RemoteWrite); err != nil {
+	rmrLen := cfg.rbufSize
+	if c.iwarp {
+		rmrLen += rqSize * msgSize // rs_init_bufs: the receives' slots
+	}
+	if c.rmr, err = mr.New(c.pd, rmrLen, mr.LocalWrite|mr.RemoteWrite); err != nil {
 		return nil, err
 	}
 	c.sbuf, c.rbuf = c.smr.Bytes(), c.rmr.Bytes()[:cfg.rbufSize]
@@ -169,13 +195,25 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
 		sqSize: sqSize, rqSize: rqSize, sqInline: inline,
 		sbufSize: cfg.sbufSize, rbufSize: cfg.rbufSize,
 		rbufAddr: c.rmr.IOVA(), rbufKey: c.rmr.RKey(),
-		tmem: c.tmr.Bytes(), iomapLen: cfg.iomapSize,
+		tmem: c.tmr.Bytes(), iomapLen: cfg.iomapSize, msgSend: c.iwarp,
 	})
 	// rs_create_ep posts rq_size receives before connecting: each
-	// WRITE WITH IMM consumes one and places nothing in it.
+	// WRITE WITH IMM consumes one and places nothing in it. On iWARP
+	// each receive has a 4-byte slot of its own after the receive
+	// buffer, for a SEND's message word (rs_post_recv).
 	c.recvWRs = make([]verbs.RecvWR, rqSize)
-	for i := range c.recvWRs {
-		c.recvWRs[i].WRID = recvFlag
+	if c.iwarp {
+		c.msgSlots = c.rmr.Bytes()[cfg.rbufSize : cfg.rbufSize+rqSize*msgSize]
+		c.recvSGEs = make([]verbs.SGE, rqSize)
+		for i := range c.recvWRs {
+			off := cfg.rbufSize + i*msgSize
+			c.recvSGEs[i] = verbs.SGE{Addr: c.rmr.IOVA() + uint64(off), Length: msgSize, LKey: c.rmr.LKey()}
+			c.recvWRs[i] = verbs.RecvWR{WRID: recvFlag | uint64(i), SGList: c.recvSGEs[i : i+1]}
+		}
+	} else {
+		for i := range c.recvWRs {
+			c.recvWRs[i].WRID = recvFlag
+		}
 	}
 	if err := c.qp.PostRecv(c.recvWRs); err != nil {
 		return nil, fmt.Errorf("rsocket: post receives: %w", err)
@@ -266,6 +304,7 @@ func (c *Conn) sendKeepalive() {
 	c.progress() // give back control slots of earlier messages
 	if c.s.ctrlAvail() && c.s.state&stConnected != 0 {
 		c.s.ctrlSeq++
+		// A plain WRITE on iWARP too: postCtrl sends no message word.
 		c.ctrlWR[0] = verbs.SendWR{WRID: uint64(msg(opCtrl, ctrlKeepalive)), Opcode: verbs.WRRDMAWrite}
 		c.postCtrl()
 		c.kaSent++
@@ -293,7 +332,7 @@ func (c *Conn) progress() {
 			if wc.WRID&recvFlag == 0 {
 				c.s.sent(wc.WRID, wc.Status == verbs.WCSuccess)
 				if wc.Status != verbs.WCSuccess && c.s.err == errSendFailed {
-					c.s.err = &CompletionError{Msg: wrKind(wc.WRID), Status: wc.Status}
+					c.s.err = &CompletionError{Msg: wrKind(wc.WRID), Status: wc.Status, iwarp: c.iwarp}
 				}
 				continue
 			}
@@ -303,10 +342,21 @@ func (c *Conn) progress() {
 				// the error state: past a disconnect, a flush;
 				// before it, the connection is broken.
 				if c.s.state&stConnected != 0 {
-					c.s.fail(&CompletionError{Msg: "receive", Status: wc.Status})
+					c.s.fail(&CompletionError{Msg: "receive", Status: wc.Status, iwarp: c.iwarp})
 				}
 			case c.s.state&(stConnected|stError) != stConnected:
 				// Past the peer's disconnect (C stops polling there).
+			case c.s.msgSend:
+				// iWARP: the SEND of a message word, into the
+				// receive's slot (rs_poll_cq reads it in host order,
+				// as the sender wrote it).
+				recvs++
+				slot := int(wc.WRID&^recvFlag) * msgSize
+				if wc.Flags&verbs.WCWithImm != 0 || wc.ByteLen != msgSize {
+					c.s.fail(protocolError("a receive of %d bytes (opcode %v) where a %d-byte message word was due", wc.ByteLen, wc.Opcode, msgSize))
+				} else if err := c.s.recvMsg(native.uint32(c.msgSlots[slot : slot+msgSize])); err != nil {
+					c.s.fail(err)
+				}
 			case wc.Flags&verbs.WCWithImm == 0:
 				c.s.fail(protocolError("a receive without immediate data (opcode %v, %d bytes)", wc.Opcode, wc.ByteLen))
 			default:
@@ -317,7 +367,9 @@ func (c *Conn) progress() {
 			}
 		}
 		if recvs > 0 && c.s.state&stConnected != 0 {
-			if err := c.qp.PostRecv(c.recvWRs[:recvs]); err != nil {
+			if c.s.msgSend {
+				c.repostSlots(recvs)
+			} else if err := c.qp.PostRecv(c.recvWRs[:recvs]); err != nil {
 				c.s.fail(err)
 			}
 		}
@@ -334,6 +386,22 @@ func (c *Conn) progress() {
 	}
 }
 
+// repostSlots re-posts n receives on iWARP, each with the slot after the
+// last one posted (rs_post_recv's rbuf_msg_index): receives complete in
+// the order they were posted, so a slot is posted again only once the
+// message word in it has been read.
+func (c *Conn) repostSlots(n int) {
+	for n > 0 {
+		k := min(n, len(c.recvWRs)-c.recvNext)
+		if err := c.qp.PostRecv(c.recvWRs[c.recvNext : c.recvNext+k]); err != nil {
+			c.s.fail(err)
+			return
+		}
+		c.recvNext = (c.recvNext + k) % len(c.recvWRs)
+		n -= k
+	}
+}
+
 // errSendFailed marks a failed send completion until progress puts the
 // completion's status in its place.
 var errSendFailed = errors.New("rsocket: send failed")
@@ -345,6 +413,7 @@ var errSendFailed = errors.New("rsocket: send failed")
 type CompletionError struct {
 	Msg    string // "data", "SGL update", "control message", "keepalive", "receive"
 	Status verbs.WCStatus
+	iwarp  bool // on an iWARP device
 }
 
 func (e *CompletionError) Error() string {
@@ -353,9 +422,15 @@ func (e *CompletionError) Error() string {
 
 // Unwrap gives the errno a socket would report: ECONNRESET when the
 // peer's side refused the request (a dead process's registrations are
-// gone), ETIMEDOUT when it stopped answering (retries exceeded), EIO
-// otherwise (C's rsocket reports EIO for all of them).
+// gone), or on iWARP when the request was flushed (siw moves the QP to
+// the error state when the peer's end of its TCP stream goes away, as
+// when the peer's process dies: seen on siw), ETIMEDOUT when it stopped
+// answering (retries exceeded), EIO otherwise (C's rsocket reports EIO
+// for all of them).
 func (e *CompletionError) Unwrap() error {
+	if e.iwarp && e.Status == verbs.WCWRFlushErr {
+		return syscall.ECONNRESET
+	}
 	switch e.Status {
 	case verbs.WCRemAccessErr, verbs.WCRemOpErr, verbs.WCRemInvReqErr, verbs.WCRemAbortErr:
 		return syscall.ECONNRESET
@@ -413,13 +488,46 @@ func (c *Conn) updateCredits() {
 	c.postCtrl()
 }
 
-// postCtrl posts c.ctrlWR[0], whose control slot the caller took.
+// postCtrl posts c.ctrlWR[0], whose control slot(s) the caller took
+// (as a WRITE and a SEND on iWARP: msgSendWRs).
 func (c *Conn) postCtrl() {
-	err := c.qp.PostSend(c.ctrlWR[:])
+	n := 1
+	if c.s.msgSend {
+		n = msgSendWRs(&c.ctrlWR, &c.ctrlWord)
+	}
+	err := c.qp.PostSend(c.ctrlWR[:n])
 	c.ctrlWR[0] = verbs.SendWR{}
+	if n > 1 {
+		c.ctrlWR[1] = verbs.SendWR{}
+	}
 	if err != nil {
 		c.s.fail(fmt.Errorf("rsocket: post: %w", err))
 	}
+}
+
+// msgSendWRs turns wrs[0], if it is an RDMA WRITE WITH IMM, into what C
+// posts on iWARP (RS_OPT_MSG_SEND: rs_post_write_msg, rs_post_msg) and
+// returns how many of wrs to post. A message with a payload becomes a
+// plain WRITE of it (same wr_id) and wrs[1], a SEND of the message word
+// with the message's operation and msgSendFlag as wr_id; a message
+// without one becomes the SEND alone, with the message as wr_id. The
+// word goes inline, in this host's order, as C sends it.
+func msgSendWRs(wrs *[2]verbs.SendWR, word *[msgSize]byte) int {
+	w := &wrs[0]
+	if w.Opcode != verbs.WRRDMAWriteWithImm {
+		return 1
+	}
+	m := w.Imm
+	native.putUint32(word[:], m)
+	send := verbs.SendWR{WRID: w.WRID, Opcode: verbs.WRSend, InlineData: word[:]}
+	if len(w.SGList) == 0 && w.InlineData == nil {
+		*w = send
+		return 1
+	}
+	w.Opcode, w.Imm = verbs.WRRDMAWrite, 0
+	send.WRID = uint64(msg(msgOp(m), 0)) | msgSendFlag
+	wrs[1] = send
+	return 2
 }
 
 // postCtrlMsg sends control message code (rs_post_msg): a zero-length
@@ -593,8 +701,15 @@ func (c *Conn) post(ch chunk, payload []byte, op verbs.WROpcode) {
 			wr.SGList = c.dataSGE[:2]
 		}
 	}
-	err := c.qp.PostSend(c.dataWR[:])
+	n := 1
+	if c.s.msgSend {
+		n = msgSendWRs(&c.dataWR, &c.dataWord)
+	}
+	err := c.qp.PostSend(c.dataWR[:n])
 	*wr = verbs.SendWR{}
+	if n > 1 {
+		c.dataWR[1] = verbs.SendWR{}
+	}
 	if err != nil {
 		c.s.fail(fmt.Errorf("rsocket: post: %w", err))
 	}

@@ -78,6 +78,11 @@ func dial(ctx context.Context, dst netip.AddrPort, cfg *config) (*Conn, error) {
 	}
 	pd := c.connData()
 	p := cm.ConnParam{PrivateData: pd[:], FlowControl: 1, RetryCount: transportRetries, RNRRetryCount: 7, Exact: true}
+	if c.iwarp {
+		// rs_do_connect: "work-around: iWarp issues RDMA read during
+		// connection".
+		p.InitiatorDepth = 1
+	}
 	ev, err := id.Connect(ctx, p)
 	if err != nil {
 		c.free()
@@ -294,6 +299,10 @@ func (l *Listener) accept(id *cm.ID, ev cm.Event) (*Conn, error) {
 		return nil, err
 	}
 	c.s.connect(d)
+	// On iWARP the passive side may send only once the active side's
+	// first message has arrived (docs/providers.md, "siw: who sends
+	// first").
+	c.s.held = c.iwarp
 	pd := c.connData()
 	p := cm.ConnParam{
 		PrivateData:        pd[:],

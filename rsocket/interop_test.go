@@ -20,6 +20,7 @@ import (
 	"github.com/goverbs/goverbs/internal/testutil/proc"
 	"github.com/goverbs/goverbs/internal/tools/rscommon"
 	"github.com/goverbs/goverbs/rsocket"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // Interop with C: rdma-core 44's rstream (Debian's rdmacm-utils) on the
@@ -420,13 +421,13 @@ func TestInteropVersionRejected(t *testing.T) {
 			if !errors.Is(derr, syscall.ECONNREFUSED) {
 				break
 			}
-			if rejectedByApp(derr) {
+			if rejectedByApp(t, derr) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 		restore()
-		if !rejectedByApp(derr) {
+		if !rejectedByApp(t, derr) {
 			t.Fatalf("dial with version 2: %v, want a consumer reject", derr)
 		}
 		c := dialC(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)))
@@ -442,7 +443,7 @@ func TestInteropVersionRejected(t *testing.T) {
 		restore := rsocket.SetConnDataHook(bad)
 		_, err := rsocket.Dial(timeout(t, time.Minute), "tcp", l.Addr().String())
 		restore()
-		if !rejectedByApp(err) {
+		if !rejectedByApp(t, err) {
 			t.Fatalf("dial with version 2: %v, want a consumer reject", err)
 		}
 		c1, err := rsocket.Dial(timeout(t, time.Minute), "tcp", l.Addr().String())
@@ -461,10 +462,18 @@ func TestInteropVersionRejected(t *testing.T) {
 
 // rejectedByApp tells a reject by the peer's application (rdma_reject:
 // reason 28, consumer defined) from one by the kernel for a port nobody
-// listens on.
-func rejectedByApp(err error) bool {
+// listens on. iWARP has no reject reasons: there an MPA reject is a
+// REJECTED event with status -ECONNRESET (seen on siw), and a port nobody
+// listens on fails the connect at once, without the event.
+func rejectedByApp(t *testing.T, err error) bool {
 	var ee *cm.EventError
-	return errors.As(err, &ee) && ee.Event == cm.EventRejected && ee.Status == 28
+	if !errors.As(err, &ee) || ee.Event != cm.EventRejected {
+		return false
+	}
+	if testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP {
+		return ee.Status == -int(syscall.ECONNRESET)
+	}
+	return ee.Status == 28
 }
 
 // listening reports whether process pid has an rdma_cm ID listening on

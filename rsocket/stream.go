@@ -38,6 +38,17 @@ type stream struct {
 	sqInline int // the QP's inline limit
 	sbufSize int // send buffer
 	rbufSize int // receive buffer: two halves the peer writes in turn
+	// msgSend is C's RS_OPT_MSG_SEND, set on iWARP devices, which have
+	// no WRITE WITH IMMEDIATE: every message is a plain RDMA WRITE (if
+	// it has a payload) followed by a 4-byte SEND of its message word.
+	// A message with a payload takes two send queue slots (data, iomap
+	// updates) or two control slots (SGL updates that carry a buffer).
+	msgSend bool
+	// held is set on the passive side of an iWARP connection until the
+	// active side's first message has arrived: iWARP (MPA without
+	// peer-to-peer mode, as on siw) lets the passive side send only
+	// then, and this side posts nothing before it (see Conn.start).
+	held bool
 
 	state state
 	err   error // why stError (or a reset) ended the connection
@@ -99,6 +110,7 @@ type streamConfig struct {
 	rbufKey                  uint32
 	tmem                     []byte // 2 SGL entries, then iomapLen entries
 	iomapLen                 int
+	msgSend                  bool // RS_OPT_MSG_SEND (iWARP)
 }
 
 func newStream(c streamConfig) *stream {
@@ -108,6 +120,7 @@ func newStream(c streamConfig) *stream {
 		sqInline:  c.sqInline,
 		sbufSize:  c.sbufSize,
 		rbufSize:  c.rbufSize,
+		msgSend:   c.msgSend,
 		tmem:      c.tmem,
 		iomapLen:  c.iomapLen,
 		rbufAddr:  c.rbufAddr,
@@ -182,6 +195,10 @@ func (s *stream) fail(err error) {
 // what was sent would give 65535 credits that way, so the window is
 // compared as a signed distance here.
 func (s *stream) canSend() bool {
+	if s.msgSend {
+		return s.sqeAvail >= 2 && !s.held && s.sbufAvail >= sndLowat &&
+			int16(s.sseqComp-s.sseqNo) > 0 && s.target[s.targetIdx].Length != 0
+	}
 	return s.sqeAvail > 0 && s.sbufAvail >= sndLowat &&
 		int16(s.sseqComp-s.sseqNo) > 0 && s.target[s.targetIdx].Length != 0
 }
@@ -222,6 +239,9 @@ func (s *stream) nextChunk(left int, olen *int) chunk {
 	}
 	s.sseqNo++
 	s.place(&c)
+	if s.msgSend {
+		s.sqeAvail-- // the SEND of the message word
+	}
 	return c
 }
 
@@ -255,6 +275,9 @@ func (s *stream) nextIOMap(idx int) chunk {
 		imm: msg(opIOMapSGL, uint32(idx))}
 	s.sseqNo++
 	s.place(&c)
+	if s.msgSend {
+		s.sqeAvail-- // the SEND of the message word
+	}
 	return c
 }
 
@@ -262,7 +285,7 @@ func (s *stream) nextIOMap(idx int) chunk {
 // slot and send-buffer room. (C's riowrite also waits for a data credit
 // and target space, which it does not use.)
 func (s *stream) canWriteDirect() bool {
-	return s.sqeAvail > 0 && s.sbufAvail >= sndLowat
+	return s.sqeAvail > 0 && s.sbufAvail >= sndLowat && !s.held
 }
 
 // nextDirect plans the next chunk of an IOWrite of left bytes at offset
@@ -298,8 +321,9 @@ func (s *stream) findIOMap(off uint64) (iomapEntry, bool) {
 }
 
 // sent processes the completion of one of our send work requests, whose
-// wr_id is the message it carried (as C's is). ok is false for an error
-// completion.
+// wr_id is the message it carried (as C's is); on iWARP the SEND that
+// follows a message's WRITE has the message's operation with data 0 and
+// msgSendFlag. ok is false for an error completion.
 func (s *stream) sent(wrID uint64, ok bool) {
 	m := uint32(wrID)
 	switch msgOp(m) {
@@ -312,7 +336,9 @@ func (s *stream) sent(wrID uint64, ok bool) {
 		}
 	case opIOMapSGL:
 		s.sqeAvail++
-		s.sbufAvail += iomapSize
+		if wrID&msgSendFlag == 0 {
+			s.sbufAvail += iomapSize
+		}
 	default: // data, riowrite
 		s.sqeAvail++
 		s.sbufAvail += int(msgData(m))
@@ -324,7 +350,7 @@ func (s *stream) sent(wrID uint64, ok bool) {
 
 // ctrlAvail reports whether a control message (credits, SGL update,
 // shutdown, keepalive) may be posted.
-func (s *stream) ctrlAvail() bool { return s.ctrlSeq != s.ctrlMax }
+func (s *stream) ctrlAvail() bool { return s.ctrlSeq != s.ctrlMax && !s.held }
 
 // allSent reports whether every posted send has completed, or the
 // connection is down (rs_conn_all_sends_done).
@@ -385,6 +411,11 @@ func (s *stream) recv(imm, n uint32) error {
 			}
 			s.target[i] = e
 			s.sglNext = (i + 1) % sglSize
+			if s.msgSend {
+				// Cleared, so that recvMsg tells the next update
+				// of this entry from a credit-only one.
+				native.putUint32(s.tmem[i*sgeSize+12:(i+1)*sgeSize], 0)
+			}
 		default:
 			return protocolError("SGL update of %d bytes", n)
 		}
@@ -431,6 +462,32 @@ func (s *stream) recv(imm, n uint32) error {
 	return nil
 }
 
+// recvMsg processes a successful receive on iWARP (RS_OPT_MSG_SEND): the
+// 4-byte SEND that carried message word m, after the plain RDMA WRITE
+// that placed the message's payload, if it has one. The completion does
+// not say how much that WRITE placed: a data message's size is in its
+// word, an iomap update is one table entry, and an SGL update carried a
+// buffer when the target SGL entry it fills holds one (recv clears an
+// entry's length as it adopts it; the peer writes an entry again only
+// after this side has filled the half it held). The first message from
+// the active side lets the passive side send.
+func (s *stream) recvMsg(m uint32) error {
+	s.held = false
+	var n uint32
+	switch msgOp(m) {
+	case opData:
+		n = msgData(m)
+	case opSGL:
+		i := s.sglNext
+		if getSGE(s.tmem[i*sgeSize:(i+1)*sgeSize], native).Length != 0 {
+			n = sgeSize
+		}
+	case opIOMapSGL:
+		n = iomapSize
+	}
+	return s.recv(m, n)
+}
+
 // haveData reports whether received data waits to be read.
 func (s *stream) haveData() bool { return s.rmsgHead != s.rmsgTail }
 
@@ -475,6 +532,11 @@ func (s *stream) consume(p []byte, rbuf []byte) int {
 // application has read past the point where the last grant said to grant
 // again; a control slot is free; and the connection is up.
 func (s *stream) giveCredits() bool {
+	if s.msgSend {
+		// rs_2ctrl_avail: room for a WRITE and a SEND.
+		return (s.rbufAvail >= s.rbufSize>>1 || int16(s.rseqNo-s.rseqComp) >= 0) &&
+			int32(s.ctrlSeq+1-s.ctrlMax) < 0 && !s.held && s.state&stConnected != 0
+	}
 	return (s.rbufAvail >= s.rbufSize>>1 || int16(s.rseqNo-s.rseqComp) >= 0) &&
 		s.ctrlAvail() && s.state&stConnected != 0
 }
@@ -498,6 +560,9 @@ func (s *stream) credits() credit {
 	c := credit{imm: msg(opSGL, uint32(s.rseqNo)+uint32(s.rqSize))}
 	half := s.rbufSize >> 1
 	if s.rbufAvail >= half {
+		if s.msgSend {
+			s.ctrlSeq++ // a WRITE and a SEND
+		}
 		sge{Addr: s.rbufAddr + uint64(s.rbufFree), Key: s.rbufKey, Length: uint32(half)}.put(c.e[:], s.peerOrder)
 		c.sge = true
 		s.sentSGLBuffer++

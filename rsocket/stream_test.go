@@ -139,6 +139,18 @@ func (p *simPair) deliver(x, y *simSide) error {
 		}
 		copy(mem[off:], m.payload)
 	}
+	if y.s.msgSend {
+		// iWARP: the WRITE placed the payload; the SEND's word is
+		// all the receive completion has.
+		if err := y.s.recvMsg(m.imm); err != nil {
+			return fmt.Errorf("%s→%s: %w", x.name, y.name, err)
+		}
+		x.s.sent(m.wrID, true)
+		if len(m.payload) > 0 { // the SEND that followed the WRITE
+			x.s.sent(uint64(msg(msgOp(m.imm), 0))|msgSendFlag, true)
+		}
+		return nil
+	}
 	if err := y.s.recv(m.imm, uint32(len(m.payload))); err != nil {
 		return fmt.Errorf("%s→%s: %w", x.name, y.name, err)
 	}
@@ -251,6 +263,114 @@ func TestSimTransfer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The same transfers in iWARP's variant (RS_OPT_MSG_SEND): a message
+// with a payload takes two send queue (or control) slots, the receiver
+// learns an SGL update's buffer from its target SGL entry, and every
+// resource comes back.
+func TestSimTransferMsgSend(t *testing.T) {
+	msgSend := func(c streamConfig) streamConfig { c.msgSend = true; return c }
+	for _, tc := range []struct {
+		name  string
+		a, b  streamConfig
+		total int
+		maxIO int
+	}{
+		{"defaults", cfg(384, 384, 64, 128<<10, 128<<10), cfg(384, 384, 64, 128<<10, 128<<10), 1 << 20, 200 << 10},
+		{"small buffers", cfg(16, 16, 4, 4096, 4096), cfg(16, 16, 4, 4096, 4096), 100 << 10, 10000},
+		{"odd sizes", cfg(17, 23, 9, 5000, 7002), cfg(31, 16, 100, 4098, 6000), 200 << 10, 9999},
+		{"tiny writes", cfg(16, 16, 64, 4096, 8192), cfg(16, 16, 64, 4096, 8192), 10 << 10, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for r := range 2 {
+				rng := rand.New(rand.NewPCG(uint64(r), 43))
+				p := newSimPair(t, msgSend(tc.a), msgSend(tc.b))
+				p.transfer(rng, tc.total, tc.maxIO)
+				for _, x := range []*simSide{p.a, p.b} {
+					if x.s.sqeAvail != x.s.sqSize-qpCtrlSize || x.s.sbufAvail != x.s.sbufSize || x.s.ctrlSeq != x.s.ctrlMax-qpCtrlSize {
+						t.Errorf("%s: resources not all back: sqe %d/%d sbuf %d/%d ctrl %d/%d", x.name,
+							x.s.sqeAvail, x.s.sqSize-qpCtrlSize, x.s.sbufAvail, x.s.sbufSize, x.s.ctrlSeq, x.s.ctrlMax)
+					}
+				}
+				if p.a.s.stats.SGLBuffer == 0 || p.b.s.stats.SGLBuffer == 0 {
+					t.Errorf("SGL updates: a got %v, b got %v; want buffers published both ways", p.a.s.stats, p.b.s.stats)
+				}
+			}
+		})
+	}
+}
+
+// iWARP's slot accounting (rs_write_data, rs_can_send, rs_send_credits,
+// rs_2ctrl_avail): a data message takes two send queue slots, an SGL
+// update with a buffer two control slots, and a credit update waits for
+// two free ones; the passive side holds everything until the active
+// side's first message.
+func TestSimMsgSendSlots(t *testing.T) {
+	c := cfg(16, 16, 64, 1<<20, 1<<20)
+	c.msgSend = true
+	p := newSimPair(t, c, c)
+	p.b.s.held = true // b accepted the connection
+	if p.b.s.canSend() || p.b.s.giveCredits() || p.b.s.ctrlAvail() || p.b.s.canWriteDirect() {
+		t.Fatal("the passive side may post before the active side's first message")
+	}
+	p.a.credits() // the first SGL update: a WRITE and a SEND
+	if p.a.s.ctrlSeq != 2 || len(p.a.out) != 1 || len(p.a.out[0].payload) != sgeSize {
+		t.Fatalf("first update took %d control slots (want 2), %d messages", p.a.s.ctrlSeq, len(p.a.out))
+	}
+	if err := p.deliver(p.a, p.b); err != nil {
+		t.Fatal(err)
+	}
+	if p.b.s.held || p.b.s.stats.SGLBuffer != 1 || p.b.s.target[1].Length == 0 {
+		t.Fatalf("after a's first message: held %v, stats %v, entry 1 %+v", p.b.s.held, p.b.s.stats, p.b.s.target[1])
+	}
+	if e := getSGE(p.b.tmem[sgeSize:2*sgeSize], native); e.Length != 0 {
+		t.Fatalf("entry 1 still says %d bytes after it was taken", e.Length)
+	}
+	if p.a.s.ctrlSeq != p.a.s.ctrlMax-qpCtrlSize {
+		t.Fatalf("control slots not back: %d/%d", p.a.s.ctrlSeq, p.a.s.ctrlMax)
+	}
+	// 12 send queue slots for data: 6 messages.
+	n := 0
+	for range 10 {
+		p.b.olen = olapStartSize
+		n += p.b.write(fill(1, n, 100))
+	}
+	if n != 600 || p.b.s.sqeAvail != 0 {
+		t.Fatalf("wrote %d bytes with %d slots left, want 600 and 0", n, p.b.s.sqeAvail)
+	}
+	// Three control slots taken: a credit update needs two free.
+	p.a.s.ctrlSeq += 3
+	if p.a.s.giveCredits() {
+		t.Fatal("credits due with one control slot free")
+	}
+	p.a.s.ctrlSeq -= 3
+	for len(p.b.out) > 0 {
+		if err := p.deliver(p.b, p.a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.b.s.sqeAvail != 12 {
+		t.Fatalf("%d send queue slots back, want 12", p.b.s.sqeAvail)
+	}
+	p.a.read(600)
+	if !bytes.Equal(p.a.got, fill(1, 0, 600)) {
+		t.Fatal("a read wrong data")
+	}
+	// A credit-only update: one SEND, one control slot; the receiver
+	// tells it from an SGL update by its empty target SGL entry.
+	p.a.s.rbufAvail = 0
+	p.a.s.rseqComp = p.a.s.rseqNo
+	p.a.credits()
+	if len(p.a.out) != 1 || len(p.a.out[0].payload) != 0 || p.a.s.ctrlSeq != p.a.s.ctrlMax-qpCtrlSize+1 {
+		t.Fatalf("credit-only update: %d messages, ctrl %d/%d", len(p.a.out), p.a.s.ctrlSeq, p.a.s.ctrlMax)
+	}
+	if err := p.deliver(p.a, p.b); err != nil {
+		t.Fatal(err)
+	}
+	if p.b.s.stats.SGLCredit != 1 || p.b.s.stats.SGLBuffer != 1 {
+		t.Fatalf("b got %v, want one update of each kind", p.b.s.stats)
 	}
 }
 

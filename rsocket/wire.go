@@ -22,6 +22,7 @@ const (
 	iomapSize    = 24 // struct rs_iomap
 	connDataSize = 40 // struct rs_conn_data
 	maxCtrlMsg   = sgeSize
+	msgSize      = 4 // RS_MSG_SIZE: the message word a SEND carries on iWARP
 )
 
 // Message operations: the top three bits of the immediate (rsocket.c
