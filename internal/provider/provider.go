@@ -252,6 +252,17 @@ type QP interface {
 	Release() error
 }
 
+// QPCreateCaps is implemented by a provider QP whose device takes
+// CREATE_QP's capacities as the geometry of the queues the provider
+// allocated in New (pvrdma: the kernel hands a user QP's capacities to the
+// device unchanged). The generic code sends what CreateCaps returns
+// instead of the capacities asked for, as rdma-core's providers rewrite
+// the caller's ibv_qp_cap before the command. Providers whose kernel sizes
+// the queues itself (rxe, siw) do not implement it.
+type QPCreateCaps interface {
+	CreateCaps() uverbs.QpCap
+}
+
 // QPInfo is a started QP's data path and what the generic QP reports.
 type QPInfo struct {
 	Send SendQueue
@@ -337,6 +348,12 @@ type SRQ interface {
 	Modify(resize bool, do func(Udata) error) error
 	// Release unmaps and frees the SRQ's queue; it is shut.
 	Release() error
+}
+
+// SRQCreateSize is QPCreateCaps for an SRQ: CREATE_SRQ carries the
+// max_wr and max_sge it returns instead of the ones asked for.
+type SRQCreateSize interface {
+	CreateSize() (maxWR, maxSGE uint32)
 }
 
 // SRQInfo is a started SRQ's data path.
