@@ -93,8 +93,7 @@ func (q *CQ) Poll(wc []provider.WC) int {
 				break
 			}
 			tried = true
-			toDevice()
-			provider.StoreRelease(q.db, q.cqn|uarCQPoll)
+			ringDoorbell(q.db, q.cqn|uarCQPoll)
 			continue
 		}
 		cqe := (*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(slot)*CQESize))
@@ -147,8 +146,7 @@ func (q *CQ) Arm(solicitedOnly bool) bool {
 	if solicitedOnly {
 		v = q.cqn | uarCQArmSol
 	}
-	toDevice()
-	provider.StoreRelease(q.db, v)
+	ringDoorbell(q.db, v)
 	full()
 	return false
 }

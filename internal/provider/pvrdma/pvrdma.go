@@ -150,6 +150,18 @@ func (r ring) reset() {
 	provider.StoreRelease(r.consHead, 0)
 }
 
+// ringDoorbell writes v to the doorbell at db, a word of the UAR page, after
+// toDevice: everything written before (WQEs, ring indices) reaches the
+// device first. The store itself is a plain 32-bit store (MOV, STR W), as
+// rdma-core's pvrdma_write_uar_*: the UAR is device memory that no Go code
+// reads, so it needs no atomic, and a locked instruction on uncached
+// memory would lock the bus. The call to the assembly toDevice keeps the
+// compiler from moving it, or the stores before it, across.
+func ringDoorbell(db *uint32, v uint32) {
+	toDevice()
+	*db = v
+}
+
 // pow2 is rdma-core's align_next_power2: the smallest power of two not
 // below v (1 for 0).
 func pow2(v uint32) uint32 {

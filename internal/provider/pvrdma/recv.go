@@ -78,8 +78,7 @@ func (q *RecvRing) Post(wrs []provider.RecvWR) error {
 		n++
 	}
 	if n > 0 {
-		toDevice()
-		provider.StoreRelease(q.db, q.dbVal)
+		ringDoorbell(q.db, q.dbVal)
 	}
 	q.lock.Unlock()
 	return err

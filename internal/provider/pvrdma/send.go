@@ -97,8 +97,7 @@ func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	}
 	if n > 0 {
 		s.posted += uint32(n)
-		toDevice()
-		provider.StoreRelease(s.db, s.dbVal)
+		ringDoorbell(s.db, s.dbVal)
 	}
 	return n, false, err
 }
