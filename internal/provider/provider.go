@@ -25,7 +25,10 @@
 //     object. A provider whose queues live in user memory (hardware:
 //     pvrdma, mlx5) allocates them here, page-aligned and off the Go heap
 //     (an anonymous mmap), because the kernel pins them as umem and the
-//     device writes them by DMA.
+//     device writes them by DMA. If the device lays those queues out from
+//     the create command's capacities, the QP or SRQ also implements
+//     [QPCreateCaps] or [SRQCreateSize], and the command carries the
+//     sizes the provider allocated for (pvrdma).
 //  2. Udata: the object's driver data for the create command, UHW_IN (what
 //     the kernel driver reads: rxe and siw send none; hardware sends the
 //     queue buffers' addresses and sizes) and UHW_OUT (room for the
