@@ -428,7 +428,7 @@ func newTestCQ(t *testing.T) (*ucontext, *CQ, []uint32) {
 
 func TestCQ(t *testing.T) {
 	_, q, uar := newTestCQ(t)
-	if q.cmd.Addr != addr(q.mem) || uintptr(q.cmd.Size) != pageSize+8*64 && uintptr(q.cmd.Size) != align(pageSize+8*64, pageSize) {
+	if q.cmd.Addr != addr(q.mem) || q.cmd.Addr%uint64(pageSize) != 0 || uintptr(q.cmd.Size) != align(pageSize+8*64, pageSize) {
 		t.Errorf("CREATE_CQ driver data %+v", q.cmd)
 	}
 	wc := make([]provider.WC, 4)
