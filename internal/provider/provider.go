@@ -25,7 +25,10 @@
 //     object. A provider whose queues live in user memory (hardware:
 //     pvrdma, mlx5) allocates them here, page-aligned and off the Go heap
 //     (an anonymous mmap), because the kernel pins them as umem and the
-//     device writes them by DMA.
+//     device writes them by DMA. If the device lays those queues out from
+//     the create command's capacities, the QP or SRQ also implements
+//     [QPCreateCaps] or [SRQCreateSize], and the command carries the
+//     sizes the provider allocated for (pvrdma).
 //  2. Udata: the object's driver data for the create command, UHW_IN (what
 //     the kernel driver reads: rxe and siw send none; hardware sends the
 //     queue buffers' addresses and sizes) and UHW_OUT (room for the
@@ -292,6 +295,17 @@ type QP interface {
 	Release() error
 }
 
+// QPCreateCaps is implemented by a provider QP whose device takes
+// CREATE_QP's capacities as the geometry of the queues the provider
+// allocated in New (pvrdma: the kernel hands a user QP's capacities to the
+// device unchanged). The generic code sends what CreateCaps returns
+// instead of the capacities asked for, as rdma-core's providers rewrite
+// the caller's ibv_qp_cap before the command. Providers whose kernel sizes
+// the queues itself (rxe, siw) do not implement it.
+type QPCreateCaps interface {
+	CreateCaps() uverbs.QpCap
+}
+
 // QPInfo is a started QP's data path and what the generic QP reports.
 type QPInfo struct {
 	Send SendQueue
@@ -377,6 +391,12 @@ type SRQ interface {
 	Modify(resize bool, do func(Udata) error) error
 	// Release unmaps and frees the SRQ's queue; it is shut.
 	Release() error
+}
+
+// SRQCreateSize is QPCreateCaps for an SRQ: CREATE_SRQ carries the
+// max_wr and max_sge it returns instead of the ones asked for.
+type SRQCreateSize interface {
+	CreateSize() (maxWR, maxSGE uint32)
 }
 
 // SRQInfo is a started SRQ's data path.
