@@ -225,11 +225,13 @@ type Context interface {
 //
 //   - rxe: Word is the producer index the kernel writes, Mask all ones,
 //     Idle the consumer index (moved by each Poll);
+//   - pvrdma: the same with the device's prod_tail (its wrap bit
+//     included) and our cons_head: its CQEs have no owner bit;
 //   - siw: Word is the flags word of the CQE at the consumer index (moved
 //     by each Poll), Mask the VALID bit, Idle 0;
-//   - hardware rings with an owner or phase bit (pvrdma, mlx5): Word is
-//     the CQE at the consumer index, Mask the owner bit, Idle the value
-//     that bit has while the slot still belongs to the device.
+//   - hardware rings with an owner or phase bit (mlx5): Word is the CQE
+//     at the consumer index, Mask the owner bit, Idle the value that bit
+//     has while the slot still belongs to the device.
 type Ready struct {
 	Word *uint32
 	Mask uint32

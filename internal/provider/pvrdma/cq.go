@@ -3,6 +3,7 @@ package pvrdma
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/provider"
@@ -24,6 +25,9 @@ type CQ struct {
 	cqn  uint32
 	db   *uint32 // the UAR's CQ doorbell
 	qps  *qpTable
+	// ready: the device's producer index (prod_tail, wrap bit included)
+	// against our consumer index, which Poll moves.
+	ready provider.Ready
 }
 
 // NewCQ allocates the buffer of a CQ of at least cqe entries, rounded up
@@ -62,8 +66,24 @@ func (q *CQ) init(mem []byte, n, cqn uint32, db *uint32, qps *qpTable) error {
 	q.r = newRing(unsafe.Add(base, ringSize), n) // ring_state->rx
 	q.cqes = unsafe.Add(base, pageSize)
 	q.cqn, q.db, q.qps = cqn, db, qps
+	q.ready = provider.Ready{Word: q.r.prodTail, Mask: ^uint32(0), Idle: atomic.LoadUint32(q.r.consHead)}
 	return nil
 }
+
+// Ready returns the CQ's emptiness test. A pvrdma CQE has no owner bit:
+// the ring state says whose a slot is, and the CQE at the consumer index
+// is the device's while the device's prod_tail equals our cons_head, wrap
+// bit included (pvrdma_idx_ring_has_data). So Word is prod_tail and Idle
+// the consumer index Poll last stored. An invalid prod_tail reads as
+// pending; Poll then finds nothing, as Pending does.
+//
+// An empty poll answered from Ready does not reach Poll, so it does not
+// ring the POLL doorbell that rdma-core's pvrdma_poll_one rings on every
+// empty poll. The device writes completions without it (qemu's backend
+// thread polls the backing device on its completion events); the doorbell
+// only asks it to look now. Poll still rings it once it is called and
+// finds the ring empty.
+func (q *CQ) Ready() *provider.Ready { return &q.ready }
 
 // Release frees the buffer; the kernel unpinned it when it destroyed the
 // CQ.
@@ -104,6 +124,7 @@ func (q *CQ) Poll(wc []provider.WC) int {
 		}
 		q.r.consume()
 	}
+	q.ready.Idle = *q.r.consHead // ours: only Poll moves it
 	return n
 }
 

@@ -489,6 +489,70 @@ func TestCQ(t *testing.T) {
 	}
 }
 
+// TestCQReady checks the emptiness test the generic Poll reads before it
+// calls Poll: it must say "pending" exactly when Pending does, with a full
+// ring, after a CQE Poll drops, and across both wraps of the indices
+// (slot and wrap bit).
+func TestCQReady(t *testing.T) {
+	_, q, _ := newTestCQ(t) // 8 CQEs: indices run modulo 16
+	r := q.Ready()
+	wc := make([]provider.WC, 3)
+	check := func(step string, want bool) {
+		t.Helper()
+		if got := r.Pending(); got != want || q.Pending() != want {
+			t.Fatalf("%s: Ready.Pending %v, Pending %v, want %v", step, got, q.Pending(), want)
+		}
+		if q.Ready() != r {
+			t.Fatalf("%s: Ready moved", step)
+		}
+	}
+	tail := uint32(0)
+	produce := func(k int, qp uint64) {
+		for range k {
+			putCQE(q.mem, int(tail&7), uint64(tail), qp, 0, 0, 0)
+			tail = (tail + 1) & 15
+		}
+		le.PutUint32(q.mem[8:], tail) // ring_state->rx.prod_tail
+	}
+	check("empty", false)
+	produce(8, 0x105)
+	if u32(q.mem, 8)^u32(q.mem, 12) != 8 {
+		t.Fatalf("not full: prod_tail %d cons_head %d", u32(q.mem, 8), u32(q.mem, 12))
+	}
+	check("full", true)
+	for polled := 0; polled < 8; {
+		n := q.Poll(wc)
+		if n == 0 {
+			t.Fatalf("polled nothing after %d", polled)
+		}
+		polled += n
+		check("polling the full ring", polled < 8)
+	}
+	// cons_head is 8: slot 0 with the wrap bit set.
+	produce(1, 0x999) // a QP the context does not know: Poll drops it
+	check("unknown QP's CQE written", true)
+	if n := q.Poll(wc); n != 0 {
+		t.Fatalf("polled %d of a dropped CQE", n)
+	}
+	check("dropped", false)
+	// Ten rounds of 3 CQEs carry both indices across 16 and back twice.
+	for i := range 10 {
+		produce(3, 0x105)
+		check("3 written", true)
+		if n := q.Poll(wc[:2]); n != 2 {
+			t.Fatalf("round %d: polled %d", i, n)
+		}
+		check("1 left", true)
+		if n := q.Poll(wc); n != 1 {
+			t.Fatalf("round %d: polled %d", i, n)
+		}
+		check("all polled", false)
+	}
+	if u32(q.mem, 12) != tail {
+		t.Fatalf("cons_head %d, prod_tail %d", u32(q.mem, 12), tail)
+	}
+}
+
 // Every pvrdma status maps to the verbs status of the same name, and every
 // opcode to its verbs opcode, across the ring's wrap.
 func TestCQEDecodeAll(t *testing.T) {
