@@ -211,6 +211,10 @@ type Context interface {
 	// RegMR returns REG_MR's driver data (siw's STag key request and
 	// response). It is used for one command.
 	RegMR() Udata
+	// AllocPD returns ALLOC_PD's driver data (pvrdma's response, the PD
+	// number: vmw_pvrdma fails the command with EFAULT when it has no
+	// room to write it). It is used for one command.
+	AllocPD() Udata
 }
 
 // Ready is a CQ's emptiness test, published by its provider, so that the

@@ -86,6 +86,15 @@ func (*ucontext) FWVersion(raw uint64) string {
 // RegMR has no driver data (rdma-core's pvrdma_reg_mr sends none).
 func (*ucontext) RegMR() provider.Udata { return provider.Udata{} }
 
+// AllocPD gives ALLOC_PD room for the driver response (struct
+// pvrdma_alloc_pd_resp, the PD number): the kernel's pvrdma_alloc_pd
+// copies it out for every user PD and fails with EFAULT without room
+// (rdma-core's pvrdma_alloc_pd passes it too). goverbs does not keep the
+// number: only UD address vectors need it, and UD sends are refused.
+func (*ucontext) AllocPD() provider.Udata {
+	return provider.Udata{Out: provider.Bytes(new(uverbs.PvrdmaAllocPdResp))}
+}
+
 // qpTable maps the low 16 bits of a QP handle (what a CQE's qp field
 // carries, rdma-core's qp_tbl) to the QP number. CQ.Poll reads it while
 // QPs are created and destroyed, so each entry is an atomic word: the QP

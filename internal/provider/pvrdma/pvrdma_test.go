@@ -771,3 +771,13 @@ func TestRecvConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// ALLOC_PD's driver data has room for struct pvrdma_alloc_pd_resp (pdn,
+// reserved): the kernel fails a user PD with EFAULT without it.
+func TestAllocPDUdata(t *testing.T) {
+	c, _ := fakeContext(false)
+	u := c.AllocPD()
+	if len(u.In) != 0 || len(u.Out) != 8 {
+		t.Fatalf("ALLOC_PD driver data: %d bytes in, %d out; want 0, 8", len(u.In), len(u.Out))
+	}
+}
