@@ -143,7 +143,10 @@ func TestPostValidation(t *testing.T) {
 func TestStateChecks(t *testing.T) {
 	ctx := testutil.Open(t)
 	testutil.SkipUnlessModifyConnects(t, ctx)
-	pd, _ := ctx.AllocPD()
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := cq.New(ctx, cq.Options{CQE: 4})
 	if err != nil {
 		t.Fatal(err)

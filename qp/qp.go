@@ -243,6 +243,9 @@ func (q *QP) create(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("qp: create %s QP with %+v: %w", opts.Type, c, err)
 	}
+	if cc, ok := prov.(provider.QPCreateCaps); ok {
+		capIn = cc.CreateCaps() // the queues the provider allocated (pvrdma)
+	}
 	var capOut uverbs.QpCap
 	var qpn uint32
 	var r uverbs.Ioctl

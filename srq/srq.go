@@ -80,14 +80,18 @@ func New(pd *verbs.PD, attr Attr) (*SRQ, error) {
 		kobj.ContextOf(ctx).Untrack(track)
 		return nil, fmt.Errorf("srq: create %+v: %w", attr, err)
 	}
+	reqWR, reqSGE := uint32(min(attr.MaxWR, 1<<31-1)), uint32(min(attr.MaxSGE, 1<<31-1))
+	if cs, ok := prov.(provider.SRQCreateSize); ok {
+		reqWR, reqSGE = cs.CreateSize() // the queue the provider allocated (pvrdma)
+	}
 	var maxWR, maxSGE, srqNum uint32
 	var r uverbs.Ioctl
 	r.Init("SRQ.CREATE", uverbs.UVERBS_OBJECT_SRQ, uverbs.UVERBS_METHOD_SRQ_CREATE, kobj.ContextOf(ctx).Driver)
 	h := r.NewHandle(uverbs.UVERBS_ATTR_CREATE_SRQ_HANDLE)
 	r.Handle(uverbs.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.Handle())
 	r.U64(uverbs.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, track)
-	r.U32(uverbs.UVERBS_ATTR_CREATE_SRQ_MAX_WR, uint32(min(attr.MaxWR, 1<<31-1)))
-	r.U32(uverbs.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, uint32(min(attr.MaxSGE, 1<<31-1)))
+	r.U32(uverbs.UVERBS_ATTR_CREATE_SRQ_MAX_WR, reqWR)
+	r.U32(uverbs.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, reqSGE)
 	r.U32(uverbs.UVERBS_ATTR_CREATE_SRQ_LIMIT, uint32(min(attr.Limit, 1<<31-1)))
 	r.Const(uverbs.UVERBS_ATTR_CREATE_SRQ_TYPE, uverbs.IB_UVERBS_SRQT_BASIC)
 	r.Optional(r.FD(uverbs.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, ctx.AsyncFD()))

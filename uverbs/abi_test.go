@@ -74,6 +74,21 @@ var abiLayout = []struct {
 	{SiwRqe{}, 112, map[string]uintptr{"Id": 0, "Flags": 8, "Num_sge": 10, "Opcode": 11, "Sge": 16}},
 	{SiwCqe{}, 32, map[string]uintptr{"Id": 0, "Flags": 8, "Opcode": 9, "Status": 10, "Bytes": 12, "Imm_data": 16, "Qp_id": 24}},
 	{SiwCqCtrl{}, 8, map[string]uintptr{"Flags": 0}},
+	// vmw_pvrdma-abi.h, offsets worked out from the header's __aligned_u64
+	// and __u32 fields; the CQE's 64 bytes are the kernel driver's
+	// BUILD_BUG_ON(sizeof(struct pvrdma_cqe) != 64) in pvrdma_cq.c.
+	{PvrdmaAllocUcontextResp{}, 8, map[string]uintptr{"Tab_size": 0}},
+	{PvrdmaCreateCq{}, 16, map[string]uintptr{"Addr": 0, "Size": 8}},
+	{PvrdmaCreateCqResp{}, 8, map[string]uintptr{"Cqn": 0}},
+	{PvrdmaCreateSrq{}, 16, map[string]uintptr{"Addr": 0, "Size": 8}},
+	{PvrdmaCreateSrqResp{}, 8, map[string]uintptr{"Srqn": 0}},
+	{PvrdmaCreateQp{}, 32, map[string]uintptr{"Rbuf_addr": 0, "Sbuf_addr": 8, "Rbuf_size": 16, "Sbuf_size": 20, "Qp_addr": 24}},
+	{PvrdmaCreateQpResp{}, 8, map[string]uintptr{"Qpn": 0, "Handle": 4}},
+	{PvrdmaAv{}, 40, map[string]uintptr{"Port_pd": 0, "Sl_tclass_flowlabel": 4, "Dgid": 8, "Src_path_bits": 24, "Gid_index": 25, "Stat_rate": 26, "Hop_limit": 27, "Dmac": 28, "Reserved": 34}},
+	{PvrdmaSge{}, 16, map[string]uintptr{"Addr": 0, "Length": 8, "Lkey": 12}},
+	{PvrdmaRqWqeHdr{}, 16, map[string]uintptr{"Wr_id": 0, "Num_sge": 8, "Total_len": 12}},
+	{PvrdmaSqWqeHdr{}, 80, map[string]uintptr{"Wr_id": 0, "Num_sge": 8, "Total_len": 12, "Opcode": 16, "Send_flags": 20, "Ex": 24, "Reserved": 28, "Wr": 32}},
+	{PvrdmaCqe{}, 64, map[string]uintptr{"Wr_id": 0, "Qp": 8, "Opcode": 16, "Status": 20, "Byte_len": 24, "Imm_data": 28, "Src_qp": 32, "Wc_flags": 36, "Vendor_err": 40, "Pkey_index": 44, "Slid": 46, "Sl": 48, "Dlid_path_bits": 49, "Port_num": 50, "Smac": 51, "Network_hdr_type": 57, "Reserved2": 58}},
 
 	{UcmCmdHdr{}, 8, map[string]uintptr{"Cmd": 0, "In": 4, "Out": 6}},
 	{UcmCreateID{}, 24, map[string]uintptr{"Uid": 0, "Response": 8, "Ps": 16, "Type": 18}},

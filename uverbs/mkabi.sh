@@ -34,7 +34,7 @@ cd "$(dirname "$0")"
 
 headers=(rdma_user_ioctl_cmds.h ib_user_ioctl_cmds.h ib_user_ioctl_verbs.h
 	ib_user_verbs.h ib_user_sa.h rdma_user_cm.h rdma_user_rxe.h rdma_netlink.h
-	siw-abi.h)
+	siw-abi.h vmw_pvrdma-abi.h)
 generated=(ztypes_linux.go zconsts_linux.go)
 inputs=(types_linux.go mkabi.sh)
 
@@ -79,7 +79,9 @@ macros=(RDMA_VERBS_IOCTL RDMA_IOCTL_MAGIC UVERBS_ID_NS_MASK UVERBS_ID_NS_SHIFT
 	IB_USER_VERBS_CMD_FLAG_EXTENDED IB_DEVICE_NAME_MAX
 	IB_UVERBS_ACCESS_OPTIONAL_FIRST IB_UVERBS_ACCESS_OPTIONAL_LAST
 	RDMA_USER_CM_ABI_VERSION RDMA_MAX_PRIVATE_DATA RDMA_NLA_F_MANDATORY
-	RDMA_NL_LS_F_ERR)
+	RDMA_NL_LS_F_ERR PVRDMA_UAR_HANDLE_MASK PVRDMA_UAR_QP_OFFSET
+	PVRDMA_UAR_QP_SEND PVRDMA_UAR_QP_RECV PVRDMA_UAR_CQ_OFFSET PVRDMA_UAR_CQ_ARM_SOL
+	PVRDMA_UAR_CQ_ARM PVRDMA_UAR_CQ_POLL PVRDMA_UAR_SRQ_OFFSET PVRDMA_UAR_SRQ_RECV)
 # A macro that newer headers no longer define is left out, and said so (6.12
 # dropped UVERBS_UDATA_DRIVER_DATA_NS/_FLAG, which goverbs never used).
 present=()

@@ -23,6 +23,7 @@ package uverbs
 #include <rdma/rdma_user_cm.h>
 #include <rdma/rdma_user_rxe.h>
 #include <rdma/siw-abi.h>
+#include <rdma/vmw_pvrdma-abi.h>
 */
 import "C"
 
@@ -194,4 +195,27 @@ type (
 	SiwRqe            C.struct_siw_rqe
 	SiwCqe            C.struct_siw_cqe
 	SiwCqCtrl         C.struct_siw_cq_ctrl
+)
+
+// The vmw_pvrdma provider ABI (vmw_pvrdma-abi.h): the create commands' driver
+// data (user buffers the kernel pins) and responses (queue handles), and the
+// work queue and completion elements the device reads and writes in those
+// buffers. The ring indices (struct pvrdma_ring) are not UAPI: they live in
+// the kernel driver's and rdma-core's pvrdma_ring.h (two __u32), and the
+// provider declares them itself.
+type (
+	PvrdmaAllocUcontextResp C.struct_pvrdma_alloc_ucontext_resp
+	PvrdmaAllocPdResp       C.struct_pvrdma_alloc_pd_resp
+	PvrdmaCreateCq          C.struct_pvrdma_create_cq
+	PvrdmaCreateCqResp      C.struct_pvrdma_create_cq_resp
+	PvrdmaResizeCq          C.struct_pvrdma_resize_cq
+	PvrdmaCreateSrq         C.struct_pvrdma_create_srq
+	PvrdmaCreateSrqResp     C.struct_pvrdma_create_srq_resp
+	PvrdmaCreateQp          C.struct_pvrdma_create_qp
+	PvrdmaCreateQpResp      C.struct_pvrdma_create_qp_resp
+	PvrdmaAv                C.struct_pvrdma_av
+	PvrdmaSge               C.struct_pvrdma_sge
+	PvrdmaRqWqeHdr          C.struct_pvrdma_rq_wqe_hdr
+	PvrdmaSqWqeHdr          C.struct_pvrdma_sq_wqe_hdr
+	PvrdmaCqe               C.struct_pvrdma_cqe
 )

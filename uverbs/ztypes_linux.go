@@ -907,3 +907,98 @@ type (
 		Pad   uint32
 	}
 )
+
+type (
+	PvrdmaAllocUcontextResp struct {
+		Tab_size uint32
+		Reserved uint32
+	}
+	PvrdmaAllocPdResp struct {
+		Pdn      uint32
+		Reserved uint32
+	}
+	PvrdmaCreateCq struct {
+		Addr     uint64
+		Size     uint32
+		Reserved uint32
+	}
+	PvrdmaCreateCqResp struct {
+		Cqn      uint32
+		Reserved uint32
+	}
+	PvrdmaResizeCq struct {
+		Addr     uint64
+		Size     uint32
+		Reserved uint32
+	}
+	PvrdmaCreateSrq struct {
+		Addr     uint64
+		Size     uint32
+		Reserved uint32
+	}
+	PvrdmaCreateSrqResp struct {
+		Srqn     uint32
+		Reserved uint32
+	}
+	PvrdmaCreateQp struct {
+		Rbuf_addr uint64
+		Sbuf_addr uint64
+		Rbuf_size uint32
+		Sbuf_size uint32
+		Qp_addr   uint64
+	}
+	PvrdmaCreateQpResp struct {
+		Qpn    uint32
+		Handle uint32
+	}
+	PvrdmaAv struct {
+		Port_pd             uint32
+		Sl_tclass_flowlabel uint32
+		Dgid                [16]uint8
+		Src_path_bits       uint8
+		Gid_index           uint8
+		Stat_rate           uint8
+		Hop_limit           uint8
+		Dmac                [6]uint8
+		Reserved            [6]uint8
+	}
+	PvrdmaSge struct {
+		Addr   uint64
+		Length uint32
+		Lkey   uint32
+	}
+	PvrdmaRqWqeHdr struct {
+		Wr_id     uint64
+		Num_sge   uint32
+		Total_len uint32
+	}
+	PvrdmaSqWqeHdr struct {
+		Wr_id      uint64
+		Num_sge    uint32
+		Total_len  uint32
+		Opcode     uint32
+		Send_flags uint32
+		Ex         [4]byte
+		Reserved   uint32
+		Wr         [48]byte
+	}
+	PvrdmaCqe struct {
+		Wr_id            uint64
+		Qp               uint64
+		Opcode           uint32
+		Status           uint32
+		Byte_len         uint32
+		Imm_data         uint32
+		Src_qp           uint32
+		Wc_flags         uint32
+		Vendor_err       uint32
+		Pkey_index       uint16
+		Slid             uint16
+		Sl               uint8
+		Dlid_path_bits   uint8
+		Port_num         uint8
+		Smac             [6]uint8
+		Network_hdr_type uint8
+		Reserved2        [6]uint8
+	}
+)

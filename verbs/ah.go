@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -62,7 +63,10 @@ type AH struct {
 }
 
 // CreateAH creates an address handle in the PD. On RoCE the kernel
-// resolves the peer's MAC address from attr.GRH.DGID.
+// resolves the peer's MAC address from attr.GRH.DGID. A kernel driver
+// that creates no address handles for user space (vmw_pvrdma: rdma-core
+// builds them in its provider) fails with an error matching both
+// ErrNotCapable and unix.EOPNOTSUPP.
 func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	if err := pd.check(); err != nil {
 		return nil, fmt.Errorf("verbs: create AH: %w", err)
@@ -80,6 +84,9 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	prov.Udata().Add(&r)
 	if err := c.do(&r); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return nil, fmt.Errorf("%w (%w: no user address handles in the kernel driver)", err, ErrNotCapable)
+		}
 		return nil, err
 	}
 	ah := &AH{pd: pd, handle: resp.Handle, prov: prov}

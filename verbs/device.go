@@ -32,6 +32,7 @@ const (
 	DriverBNXTRE  Driver = uverbs.RDMA_DRIVER_BNXT_RE
 	DriverHNS     Driver = uverbs.RDMA_DRIVER_HNS
 	DriverERDMA   Driver = uverbs.RDMA_DRIVER_ERDMA
+	DriverPVRDMA  Driver = uverbs.RDMA_DRIVER_VMW_PVRDMA
 )
 
 var driverNames = map[Driver]string{
@@ -327,6 +328,7 @@ func devicesFromSysfs() ([]Device, error) {
 var pciDrivers = map[string]Driver{
 	"mlx5_core": DriverMLX5, "mlx4_core": DriverMLX4, "efa": DriverEFA, "irdma": DriverIRDMA,
 	"bnxt_en": DriverBNXTRE, "hns3": DriverHNS, "erdma": DriverERDMA,
+	"vmw_pvrdma": DriverPVRDMA, // the PCI function is the RDMA device's own
 }
 
 // siwNodeDesc is the node description siw gives its devices

@@ -58,7 +58,10 @@ func (g *GID) UnmarshalText(text []byte) error {
 //  3. RoCE v2 with a link-local IPv6 address (fe80::/10, reachable only on
 //     the same link);
 //  4. an InfiniBand GID (on InfiniBand ports, the port GID: index 0);
-//  5. any other valid entry (RoCE v1, iWARP).
+//  5. RoCE v1, in the same order of addresses as RoCE v2 (a port that
+//     offers only v1, such as qemu's pvrdma, is addressed by its IPv4
+//     GID like any other);
+//  6. any other valid entry (iWARP).
 //
 // Within one rank the lowest index wins. The table is read anew on every
 // call: GIDs come and go with the network device's addresses. A port with
@@ -97,17 +100,22 @@ func gidRank(e GIDEntry) int {
 		return 0
 	}
 	a := netip.AddrFrom16(e.GID)
-	switch e.Type {
-	case GIDTypeRoCEv2:
+	byAddr := func(base int) int {
 		switch {
 		case a.Is4In6():
-			return 5
+			return base + 2
 		case !a.IsLinkLocalUnicast():
-			return 4
+			return base + 1
 		}
-		return 3
+		return base
+	}
+	switch e.Type {
+	case GIDTypeRoCEv2:
+		return byAddr(6)
 	case GIDTypeIB:
-		return 2
+		return 5
+	case GIDTypeRoCEv1:
+		return byAddr(2)
 	}
 	return 1
 }

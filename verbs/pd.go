@@ -31,6 +31,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	r.InitInvokeWrite("ALLOC_PD", uverbs.IB_USER_VERBS_CMD_ALLOC_PD, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
+	c.k.Provider.AllocPD().Add(&r)
 	if err := c.do(&r); err != nil {
 		return nil, err
 	}

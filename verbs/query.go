@@ -500,7 +500,8 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 }
 
 // QueryGID returns entry index of port's GID table. An unused index fails
-// with an error wrapping unix.ENODATA.
+// with an error wrapping unix.ENODATA, an index beyond the table (at or
+// above the port's GIDTblLen) with one wrapping unix.EINVAL.
 func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 	if err := c.checkOpen(); err != nil {
 		return GIDEntry{}, fmt.Errorf("verbs: query GID: %w", err)

@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -85,14 +86,28 @@ func TestGIDTable(t *testing.T) {
 	testutil.SkipUnlessCap(t, ctx.Device().NodeType.Transport() != verbs.TransportIWARP,
 		"IP-address GIDs (RoCE; transport iWARP derives its one GID from the MAC)")
 	addr := netip.MustParseAddr(testutil.Addr(t))
+	port, err := ctx.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	table, err := ctx.QueryGIDTable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
+	used := map[int]bool{}
 	for _, e := range table {
-		if e.Type != verbs.GIDTypeRoCEv2 {
-			t.Errorf("rxe GID %d has type %s", e.Index, e.Type)
+		used[e.Index] = true
+		// A RoCE port's GIDs are RoCE v1 or v2 (rxe: v2 only; qemu's
+		// pvrdma: v1 only), each of the type sysfs gives it.
+		if e.Type != verbs.GIDTypeRoCEv1 && e.Type != verbs.GIDTypeRoCEv2 {
+			t.Errorf("GID %d on a RoCE port has type %s", e.Index, e.Type)
+		}
+		if b, err := os.ReadFile("/sys/class/infiniband/" + ctx.Device().Name + "/ports/" + strconv.Itoa(e.Port) + "/gid_attrs/types/" + strconv.Itoa(e.Index)); err == nil {
+			want := map[string]verbs.GIDType{"IB/RoCE v1": verbs.GIDTypeRoCEv1, "RoCE v2": verbs.GIDTypeRoCEv2}[strings.TrimSpace(string(b))]
+			if e.Type != want {
+				t.Errorf("GID %d has type %s, sysfs says %q", e.Index, e.Type, strings.TrimSpace(string(b)))
+			}
 		}
 		one, err := ctx.QueryGID(e.Port, e.Index)
 		if err != nil {
@@ -111,9 +126,22 @@ func TestGIDTable(t *testing.T) {
 	if !found {
 		t.Errorf("no GID for %s in %+v", addr, table)
 	}
-	_, err = ctx.QueryGID(1, 1000)
-	if !errors.Is(err, unix.ENODATA) {
-		t.Errorf("QueryGID of an unused index: %v, want ENODATA", err)
+	// An unused index within the port's table (gid_tbl_len: rxe 1024,
+	// pvrdma 255) has no entry; one beyond it is not an index at all.
+	unused := -1
+	for i := port.GIDTblLen - 1; i >= 0; i-- {
+		if !used[i] {
+			unused = i
+			break
+		}
+	}
+	if unused >= 0 {
+		if _, err := ctx.QueryGID(1, unused); !errors.Is(err, unix.ENODATA) {
+			t.Errorf("QueryGID of unused index %d (table of %d): %v, want ENODATA", unused, port.GIDTblLen, err)
+		}
+	}
+	if _, err := ctx.QueryGID(1, port.GIDTblLen); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QueryGID of index %d, beyond the table: %v, want EINVAL", port.GIDTblLen, err)
 	}
 }
 
@@ -385,6 +413,7 @@ func TestObjectAccessors(t *testing.T) {
 	testutil.SkipUnlessCap(t, attr.MaxAH > 0 && dev.NodeType.Transport() != verbs.TransportIWARP,
 		"address handles (max_ah > 0 on an IB/RoCE device)")
 	ah, err := pd.CreateAH(func() *verbs.AHAttr { a := testutil.Path(t, ctx); return &a }())
+	testutil.SkipUnlessCap(t, !errors.Is(err, verbs.ErrNotCapable), "address handles from the kernel (CREATE_AH: "+fmt.Sprint(err)+")")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,13 @@
 # (build-siw.sh, cached) and creates siw0 on veth2 (169.254.77.3; veth3 is
 # 169.254.77.4); with GOVERBS_PROVIDER=siw the tests get siw0 as their device.
 # amd64 only.
+# GOVERBS_PROVIDER=pvrdma boots the nested pvrdma bed (hack/vm/pvrdma-outer.sh
+# has the details): this VM (the outer guest, --mem default 3G) gets rxe0 on
+# veth0 only, ib_umad and no rdma_cm, runs rdmacm-mux and, in qemu 7.2, an
+# inner guest with vmxnet3 + pvrdma (vmw_pvrdma.ko from build-pvrdma.sh); CMD
+# runs in the inner guest, whose test device is vmw_pvrdma0 on eth0
+# (169.254.77.10). amd64 only; the inner's kernel log of the latest run is
+# kept at .cache/vm/last-pvrdma-inner-kernel.log.
 # GOVERBS_VM_LOCK=FILE makes VMs share a lock file: each run holds it shared,
 # or exclusively with GOVERBS_VM_LOCK_EXCLUSIVE=1, so a measurement never
 # runs beside another VM on the same machine.
@@ -179,6 +186,28 @@ if [[ ${GOVERBS_PROVIDER:-} == siw || ${GOVERBS_VM_SIW:-0} == 1 ]]; then
 	guest_modules+=(crc32c_generic siw)
 fi
 
+# pvrdma: the outer guest lends rxe0 to qemu's pvrdma backend. rdmacm-mux
+# takes rxe0's MADs through ib_umad, so ib_cm and rdma_cm must stay unloaded
+# (rdma_cm pulls ib_cm in). The inner guest gets its own initramfs.
+pvrdma=
+if [[ ${GOVERBS_PROVIDER:-} == pvrdma ]]; then
+	[[ $arch == amd64 && -z $siw && -z $link ]] || die "pvrdma: amd64 only, without siw and --link"
+	pvrdma_mux=$("$here/build-pvrdma.sh" "$kdir") || die "cannot build vmw_pvrdma.ko/rdmacm-mux for $kver (hack/vm/build-pvrdma.sh)"
+	pvrdma=1
+	outer=()
+	for m in "${guest_modules[@]}"; do
+		case $m in rdma_cm | rdma_ucm) ;; *) outer+=("$m") ;; esac
+	done
+	guest_modules=("${outer[@]}" ib_umad)
+	inner_modules=(
+		virtio_pci 9pnet_virtio 9p overlay
+		vmxnet3
+		ib_core ib_uverbs rdma_cm rdma_ucm
+		vmw_pvrdma
+	)
+	mem=${GOVERBS_VM_MEM:-3G}
+fi
+
 # Two-host mode: a NIC joined to another VM through 127.0.0.1 only.
 if [[ -n $link ]]; then
 	[[ $link =~ ^(listen|connect):([0-9]+):(169\.254\.77\.([0-9]+))$ ]] ||
@@ -231,7 +260,7 @@ fi
 # -C /dev/null keeps the host's modprobe.d options out of the guest.
 module_files() {
 	local m line path seen=" "
-	for m in "${guest_modules[@]}"; do
+	for m in "$@"; do
 		modprobe -C /dev/null -d "$kdir" -S "$kver" --show-depends "$m" ||
 			die "module $m not found in $kver"
 	done | while read -r line; do
@@ -251,7 +280,7 @@ module_files() {
 }
 
 build_initramfs() {
-	local out=$1 stage f name
+	local out=$1 modlist=$2 stage f name
 	stage=$(mktemp -d "$cache/.initramfs.XXXXXX")
 	# shellcheck disable=SC2064 # expand now: $stage is local
 	trap "rm -rf '$stage'" RETURN
@@ -283,30 +312,41 @@ build_initramfs() {
 if [[ $arch == amd64 ]] && LC_ALL=C ldd "$busybox" >/dev/null 2>&1; then
 	die "$busybox is dynamically linked; install busybox-static"
 fi
-modlist=$(module_files)
-[[ -n $modlist ]] || die "no modules resolved for $kver"
-key=$({
-	echo "format $initramfs_format"
-	cat "$here/init"
-	echo "$modlist"
-	sha256sum <"$busybox"
-} | sha256sum | cut -c1-16)
+# Prints the path of the (cached) initramfs of flavor $1 with modules $2...
+initramfs_for() {
+	local flavor=$1 modlist key out stale
+	shift
+	modlist=$(module_files "$@")
+	[[ -n $modlist ]] || die "no modules resolved for $kver"
+	key=$({
+		echo "format $initramfs_format"
+		cat "$here/init"
+		echo "$modlist"
+		sha256sum <"$busybox"
+	} | sha256sum | cut -c1-16)
+	out=$cache/initramfs-$flavor-$key.cpio
+	if [[ ! -s $out ]]; then
+		build_initramfs "$out" "$modlist"
+		# Older builds for this kernel are dead weight (a VM still booting from
+		# one has it open); other kernels' and flavors' images stay.
+		stale=(-name "initramfs-$flavor-*.cpio" ! -name "${out##*/}")
+		for f in siw link pvrdma pvrdma-inner; do
+			[[ $flavor == "$kver-$f" ]] || stale+=(! -name "initramfs-$kver-$f-*")
+		done
+		find "$cache" -maxdepth 1 "${stale[@]}" -delete
+	fi
+	echo "$out"
+}
 flavor=$kver${siw:+-siw} # with and without siw: two images, both kept
 [[ -z $link ]] || flavor=$kver-link
-initramfs=$cache/initramfs-$flavor-$key.cpio
-if [[ ! -s $initramfs ]]; then
-	build_initramfs "$initramfs"
-	# Older builds for this kernel are dead weight (a VM still booting from
-	# one has it open); other kernels' images stay.
-	stale=(-name "initramfs-$flavor-*.cpio" ! -name "${initramfs##*/}")
-	[[ -n $siw ]] || stale+=(! -name "initramfs-$kver-siw-*")
-	[[ -n $link ]] || stale+=(! -name "initramfs-$kver-link-*")
-	find "$cache" -maxdepth 1 "${stale[@]}" -delete
-fi
+[[ -z $pvrdma ]] || flavor=$kver-pvrdma
+initramfs=$(initramfs_for "$flavor" "${guest_modules[@]}") || exit
+[[ -z $pvrdma ]] || inner_initramfs=$(initramfs_for "$kver-pvrdma-inner" "${inner_modules[@]}") || exit
 
 if [[ -n $prepare ]]; then
-	printf 'vm: bed ready: %s kernel %s%s, initramfs %s%s\n' "$arch" "$kver" "${siw:+ with siw.ko}" \
-		"${initramfs##*/}" "${userland:+, userland ${userland##*/}}" >&2
+	printf 'vm: bed ready: %s kernel %s%s%s, initramfs %s%s%s\n' "$arch" "$kver" "${siw:+ with siw.ko}" \
+		"${pvrdma:+ with vmw_pvrdma.ko}" "${initramfs##*/}" "${pvrdma:+ and ${inner_initramfs##*/}}" \
+		"${userland:+, userland ${userland##*/}}" >&2
 	exit 0
 fi
 
@@ -354,6 +394,7 @@ fi
 {
 	echo "run $run"
 	[[ -z $siw ]] || echo "siw 1"
+	[[ -z $pvrdma ]] || echo "pvrdma outer"
 	[[ -z $link ]] || echo "link $link_addr"
 	i=0
 	for d in "${rw_final[@]}"; do
@@ -370,7 +411,10 @@ fi
 
 # cmd.sh is run by the host's bash inside the guest chroot with an empty
 # environment; %q quoting round-trips any argument bytes through bash.
-{
+# $1 is the provider: the test device's lines differ.
+write_cmd() {
+	local provider=$1
+	shift
 	echo '# generated by hack/vm/run.sh'
 	while IFS= read -r name; do
 		case $name in
@@ -383,7 +427,9 @@ fi
 	echo 'export TMPDIR=/tmp GOVERBS_IN_VM=1 GOVERBS_REQUIRE_DEVICE=1'
 	if [[ -n $link ]]; then
 		echo "export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=eth0 GOVERBS_TEST_ADDR=$link_addr"
-	elif [[ ${GOVERBS_PROVIDER:-rxe} == siw ]]; then
+	elif [[ $provider == pvrdma ]]; then
+		echo 'export GOVERBS_TEST_DEVICE=vmw_pvrdma0 GOVERBS_TEST_NETDEV=eth0 GOVERBS_TEST_ADDR=169.254.77.10'
+	elif [[ $provider == siw ]]; then
 		echo 'export GOVERBS_TEST_DEVICE=siw0 GOVERBS_TEST_NETDEV=veth2 GOVERBS_TEST_ADDR=169.254.77.3'
 	else
 		echo 'export GOVERBS_TEST_DEVICE=rxe0 GOVERBS_TEST_NETDEV=veth0 GOVERBS_TEST_ADDR=169.254.77.1'
@@ -395,7 +441,16 @@ fi
 	printf 'exec'
 	printf ' %q' "$@"
 	printf '\n'
-} >"$run/cmd.sh"
+}
+if [[ -n $pvrdma ]]; then
+	# The outer guest runs pvrdma-outer.sh (as root, from the repository it
+	# came from); the inner guest runs inner-cmd.sh, the command.
+	write_cmd rxe "$here/pvrdma-outer.sh" --run "$run" --kernel "$kernel" --initrd "$inner_initramfs" \
+		--mux "$pvrdma_mux" --timeout "$((timeout > 120 ? timeout - 60 : timeout))" >"$run/cmd.sh"
+	write_cmd pvrdma "$@" >"$run/inner-cmd.sh"
+else
+	write_cmd "${GOVERBS_PROVIDER:-rxe}" "$@" >"$run/cmd.sh"
+fi
 
 # qemu option values are comma-separated; a comma inside a path is doubled.
 qpath() { printf '%s' "${1//,/,,}"; }
@@ -482,6 +537,10 @@ if [[ -f $run/kernel.log ]]; then
 	mv -f "$cache/.last-kernel.log.$$" "$cache/last-kernel.log"
 fi
 klog=$cache/last-kernel.log
+if [[ -f $run/inner-kernel.log ]]; then
+	cp "$run/inner-kernel.log" "$cache/.last-pvrdma-inner-kernel.log.$$"
+	mv -f "$cache/.last-pvrdma-inner-kernel.log.$$" "$cache/last-pvrdma-inner-kernel.log"
+fi
 
 # A crash's kernel log is kept under its own name too: the next VM (two-host
 # runs two) overwrites last-kernel.log, and the head of an oops is the part

@@ -25,7 +25,10 @@
 //     object. A provider whose queues live in user memory (hardware:
 //     pvrdma, mlx5) allocates them here, page-aligned and off the Go heap
 //     (an anonymous mmap), because the kernel pins them as umem and the
-//     device writes them by DMA.
+//     device writes them by DMA. If the device lays those queues out from
+//     the create command's capacities, the QP or SRQ also implements
+//     [QPCreateCaps] or [SRQCreateSize], and the command carries the
+//     sizes the provider allocated for (pvrdma).
 //  2. Udata: the object's driver data for the create command, UHW_IN (what
 //     the kernel driver reads: rxe and siw send none; hardware sends the
 //     queue buffers' addresses and sizes) and UHW_OUT (room for the
@@ -208,6 +211,10 @@ type Context interface {
 	// RegMR returns REG_MR's driver data (siw's STag key request and
 	// response). It is used for one command.
 	RegMR() Udata
+	// AllocPD returns ALLOC_PD's driver data (pvrdma's response, the PD
+	// number: vmw_pvrdma fails the command with EFAULT when it has no
+	// room to write it). It is used for one command.
+	AllocPD() Udata
 }
 
 // Ready is a CQ's emptiness test, published by its provider, so that the
@@ -222,11 +229,13 @@ type Context interface {
 //
 //   - rxe: Word is the producer index the kernel writes, Mask all ones,
 //     Idle the consumer index (moved by each Poll);
+//   - pvrdma: the same with the device's prod_tail (its wrap bit
+//     included) and our cons_head: its CQEs have no owner bit;
 //   - siw: Word is the flags word of the CQE at the consumer index (moved
 //     by each Poll), Mask the VALID bit, Idle 0;
-//   - hardware rings with an owner or phase bit (pvrdma, mlx5): Word is
-//     the CQE at the consumer index, Mask the owner bit, Idle the value
-//     that bit has while the slot still belongs to the device.
+//   - hardware rings with an owner or phase bit (mlx5): Word is the CQE
+//     at the consumer index, Mask the owner bit, Idle the value that bit
+//     has while the slot still belongs to the device.
 type Ready struct {
 	Word *uint32
 	Mask uint32
@@ -290,6 +299,17 @@ type QP interface {
 	Start(qpn uint32, granted uverbs.QpCap) (QPInfo, error)
 	// Release unmaps and frees the QP's queues; both are shut.
 	Release() error
+}
+
+// QPCreateCaps is implemented by a provider QP whose device takes
+// CREATE_QP's capacities as the geometry of the queues the provider
+// allocated in New (pvrdma: the kernel hands a user QP's capacities to the
+// device unchanged). The generic code sends what CreateCaps returns
+// instead of the capacities asked for, as rdma-core's providers rewrite
+// the caller's ibv_qp_cap before the command. Providers whose kernel sizes
+// the queues itself (rxe, siw) do not implement it.
+type QPCreateCaps interface {
+	CreateCaps() uverbs.QpCap
 }
 
 // QPInfo is a started QP's data path and what the generic QP reports.
@@ -377,6 +397,12 @@ type SRQ interface {
 	Modify(resize bool, do func(Udata) error) error
 	// Release unmaps and frees the SRQ's queue; it is shut.
 	Release() error
+}
+
+// SRQCreateSize is QPCreateCaps for an SRQ: CREATE_SRQ carries the
+// max_wr and max_sge it returns instead of the ones asked for.
+type SRQCreateSize interface {
+	CreateSize() (maxWR, maxSGE uint32)
 }
 
 // SRQInfo is a started SRQ's data path.

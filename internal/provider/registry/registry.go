@@ -7,6 +7,7 @@ package registry
 
 import (
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/provider/pvrdma"
 	"github.com/goverbs/goverbs/internal/provider/rxe"
 	"github.com/goverbs/goverbs/internal/provider/siw"
 )
@@ -15,6 +16,7 @@ import (
 var providers = []provider.Provider{
 	rxe.Provider,
 	siw.Provider,
+	pvrdma.Provider,
 }
 
 // Lookup returns the provider of the driver with id driver (enum

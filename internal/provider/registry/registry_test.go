@@ -23,7 +23,7 @@ func TestProviders(t *testing.T) {
 			t.Errorf("Lookup(%d) = %v, %v", p.Driver, got, ok)
 		}
 	}
-	for _, d := range []uint32{uverbs.RDMA_DRIVER_RXE, uverbs.RDMA_DRIVER_SIW} {
+	for _, d := range []uint32{uverbs.RDMA_DRIVER_RXE, uverbs.RDMA_DRIVER_SIW, uverbs.RDMA_DRIVER_VMW_PVRDMA} {
 		if !seen[d] {
 			t.Errorf("driver %d has no provider", d)
 		}

@@ -24,6 +24,7 @@ func (*ucontext) GetContext() provider.Udata { return provider.Udata{} }
 func (*ucontext) Start() error               { return nil }
 func (*ucontext) Close() error               { return nil }
 func (*ucontext) RegMR() provider.Udata      { return provider.Udata{} }
+func (*ucontext) AllocPD() provider.Udata    { return provider.Udata{} }
 
 // FWVersion prints the three 16-bit fields, as rdma-core's librxe does.
 func (*ucontext) FWVersion(raw uint64) string { return provider.FWVersion3(raw) }

@@ -34,6 +34,8 @@ func (*ucontext) FWVersion(raw uint64) string { return provider.FWVersion3(raw) 
 // RegMR is siw's REG_MR driver data, which the kernel requires: the STag
 // key byte (0, as rdma-core sends it) and room for the STag it returns,
 // which is the lkey and rkey of the core response too.
+func (*ucontext) AllocPD() provider.Udata { return provider.Udata{} }
+
 func (*ucontext) RegMR() provider.Udata {
 	d := new(struct {
 		req  uverbs.SiwUreqRegMr

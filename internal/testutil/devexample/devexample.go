@@ -8,9 +8,10 @@
 // behind a code path of its own (users copy Examples). So a package's
 // TestMain names its device Examples and calls Main: where rxe0 exists,
 // or the environment requires a device (testutil.EnvRequire, set in the
-// test bed's VM), they run like any other and must print their Output;
-// elsewhere they are left out through -test.skip, and a line on stderr
-// says so, the way device tests skip on a bare host.
+// test bed's VM) and the tests were not sent to another device
+// ($GOVERBS_TEST_DEVICE), they run like any other and must print their
+// Output; elsewhere they are left out through -test.skip, and a line on
+// stderr says so, the way device tests skip on a bare host.
 package devexample
 
 import (
@@ -32,7 +33,7 @@ const Device = "rxe0"
 // open Device.
 func Main(m *testing.M, need ...string) {
 	flag.Parse()
-	if len(need) > 0 && !testutil.Required() && !present() {
+	if len(need) > 0 && !present() && (!testutil.Required() || elsewhere()) {
 		skip := "^(" + strings.Join(quote(need), "|") + ")$"
 		if cur := flag.Lookup("test.skip").Value.String(); cur != "" {
 			skip = cur + "|" + skip
@@ -45,6 +46,14 @@ func Main(m *testing.M, need ...string) {
 			Device, strings.Join(need, ", "))
 	}
 	os.Exit(m.Run())
+}
+
+// elsewhere reports whether the tests were sent to a device other than
+// Device ($GOVERBS_TEST_DEVICE): a bed whose only device is another one
+// (the pvrdma bed's vmw_pvrdma0) requires that device, not rxe0.
+func elsewhere() bool {
+	d := os.Getenv(testutil.EnvDevice)
+	return d != "" && d != Device
 }
 
 func present() bool {
