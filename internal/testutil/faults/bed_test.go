@@ -217,7 +217,10 @@ func (b baseline) diff(t *testing.T) string {
 			out = append(out, fmt.Sprintf("%s %d (baseline %d)", k, v, b.res[k]))
 		}
 	}
-	if n := testutil.OpenFDs(t); n != b.fds {
+	// Fewer descriptors than at the baseline is no leak: one that an
+	// earlier test was still closing when the baseline was taken has gone
+	// since (seen: 5 against 6 after TestRsocketPeerKilled's teardown).
+	if n := testutil.OpenFDs(t); n > b.fds {
 		out = append(out, fmt.Sprintf("fds %d (baseline %d): %s", n, b.fds, testutil.FDTargets()))
 	}
 	if n := runtime.NumGoroutine(); n > b.gorou {
