@@ -14,12 +14,7 @@ import (
 )
 
 // allocPort returns a port no other run of this binary used.
-func allocPort() int {
-	nextPort++
-	return nextPort
-}
-
-var nextPort = 18600
+func allocPort() int { return testutil.Port() }
 
 // The measured loops allocate nothing: a client in this process runs them
 // repeatedly against a server in this process (passive for the bandwidth
