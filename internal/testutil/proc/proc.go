@@ -109,7 +109,11 @@ func (p *Proc) Status() int {
 // String is what a failure message shows of the process: its name, pid,
 // error, standard output and standard error.
 func (p *Proc) String() string {
-	return fmt.Sprintf("%s (pid %d): %v\n--- stdout:\n%s--- stderr:\n%s", p.Name, p.Cmd.Process.Pid, p.err,
+	status := "still running"
+	if p.Exited() { // p.err is written before done closes
+		status = fmt.Sprint(p.err)
+	}
+	return fmt.Sprintf("%s (pid %d): %s\n--- stdout:\n%s--- stderr:\n%s", p.Name, p.Cmd.Process.Pid, status,
 		p.Stdout.String(), p.Stderr.String())
 }
 
