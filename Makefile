@@ -229,17 +229,30 @@ soak:
 ## test-siw: every package (library and cmd/goverbs) on siw0, soft-iWARP
 ## (hack/vm with GOVERBS_PROVIDER=siw), on the newest kernel; tests that
 ## need what the device reports it lacks (UD on iWARP, atomics, windows)
-## skip naming the capability
+## skip naming the capability. A test that fails runs once more, alone
+## (hack/rerun-failed.sh: at most 3 of them, none after a build failure,
+## panic or timeout); one that passes then is reported flaky, with its
+## first output, and one that fails again fails the stage: siw's
+## connection-setup races fail about one test in a thousand, a different
+## one each run, C against C too (docs/providers.md).
 SIW_KERNEL ?= $(firstword $(KERNELS))
 # SIW_SKIP: a -skip pattern for ad-hoc runs; empty, so every test runs.
 SIW_SKIP ?=
+# A rerun is one test (the longest, cmd/goverbs' interop matrices' leaves,
+# take under a minute; a pair's guards end a hang in 3 minutes).
+SIW_RERUN_TIMEOUT ?= 15m
 .PHONY: test-siw
 test-siw: bed-test-siw
 	@mkdir -p $(LOGDIR)
 	@echo "== siw on kernel $(SIW_KERNEL)"
-	@set -o pipefail; start=$$SECONDS; \
-	GOVERBS_PROVIDER=siw GOVERBS_KERNEL=$(SIW_KERNEL) $(GO) test -race -count=1 -v -timeout $(TEST_TIMEOUT) -skip '$(SIW_SKIP)' -exec $(VMEXEC) $(PKGS) 2>&1 | tee $(LOGDIR)/siw.log; \
-	rc=$$?; echo "test-siw: $$((SECONDS - start)) s"; exit $$rc
+	@set -o pipefail; start=$$SECONDS; export GOVERBS_PROVIDER=siw GOVERBS_KERNEL=$(SIW_KERNEL); \
+	$(GO) test -race -count=1 -v -timeout $(TEST_TIMEOUT) -skip '$(SIW_SKIP)' -exec $(VMEXEC) $(PKGS) 2>&1 | tee $(LOGDIR)/siw.log; \
+	rc=$$?; \
+	if [ $$rc != 0 ]; then \
+	  GO=$(GO) hack/rerun-failed.sh $(LOGDIR)/siw.log -- -race -count=1 -v -timeout $(SIW_RERUN_TIMEOUT) -exec $(VMEXEC) 2>&1 | tee $(LOGDIR)/siw-rerun.log; \
+	  rc=$$?; \
+	fi; \
+	echo "test-siw: $$((SECONDS - start)) s"; exit $$rc
 	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/siw.log | sed 's/^/test-siw: /'
 	@hack/vm/check-integration-log.sh $(LOGDIR)/siw.log | sed 's/^/test-siw: /'; exit $${PIPESTATUS[0]}
 

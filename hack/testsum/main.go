@@ -6,6 +6,7 @@
 // Usage:
 //
 //	testsum [-tail N] [-failures FILE] STAGES.tsv
+//	testsum -rerun-plan [-rerun-max N] LOG
 //
 // STAGES.tsv has one line a stage, tab-separated: name, exit status, seconds,
 // kind and log file. The kind is "tests" for a stage whose log is `go test
@@ -15,6 +16,20 @@
 // not run; the log's last lines are the bed's error). -failures writes each
 // failed test's whole output (up to 400 lines) to FILE, for .ci/run to
 // print.
+//
+// A stage may run its failed tests once more (hack/rerun-failed.sh, which
+// test-siw uses): the log then has a line beginning "rerun-failed: " and
+// the reruns' output after it. A failed test whose rerun passed is counted
+// and listed as flaky, not failed, with its first run's output; one that
+// failed again is a failure twice over.
+//
+// -rerun-plan prints what hack/rerun-failed.sh should run again from a go
+// test -v LOG: one line per failed test, tab-separated: its package, a
+// -run pattern that selects that test alone, and its name. It prints nothing and exits
+// 1, saying why on stderr, when there is nothing a rerun could settle: no
+// failed test, a package that failed outside any test (a build failure, a
+// panic, a timeout, a VM that died), or more than -rerun-max failed tests
+// (that is a regression, not a flake).
 //
 // Exit status: 0, or 2 on bad usage or an unreadable file. Whether the run
 // passed is the caller's to say (the stages' own exit statuses).
@@ -42,11 +57,12 @@ type stage struct {
 
 	counts
 	failures []failure
-	tail     []string // the log's last lines, for a stage that failed with no failed test
+	flakes   []failure // failed, then passed when run again
+	tail     []string  // the log's last lines, for a stage that failed with no failed test
 }
 
 type counts struct {
-	passed, failed, skipped int
+	passed, failed, skipped, flaky int
 	// tests is set once any test result was seen: a stage whose log
 	// holds none prints "-" instead of zeros.
 	tests bool
@@ -66,6 +82,9 @@ var (
 	resultRE  = regexp.MustCompile(`^ *--- (PASS|FAIL|SKIP): (\S+)`)
 	startRE   = regexp.MustCompile(`^=== (RUN|CONT|NAME|PAUSE) +(\S+)`)
 	packageRE = regexp.MustCompile("^(ok|FAIL|\\?) *\t(\\S+)")
+	// rerunMark begins the line hack/rerun-failed.sh prints before it
+	// runs failed tests again.
+	rerunMark = "rerun-failed: "
 	streamRE  = regexp.MustCompile(`^([a-z])\| `)
 	// What the test bed's scripts say (hack/vm/*.sh), and errors.
 	bedRE = regexp.MustCompile(`^(vm|rootfs|fetch-kernel|build-siw|apt|install-deps|uapi-headers|go-test-exec|two-host|make): |^E: |error`)
@@ -78,6 +97,7 @@ type stream struct {
 	cur     string
 	out     map[string][]string // test name -> its output so far
 	pending []failure           // failed tests waiting for their package's name
+	passes  []string            // tests passed in a rerun, waiting for their package's name
 	pkgBuf  []string            // the current package's last lines
 	sawFail bool                // a test of the current package failed
 }
@@ -96,8 +116,20 @@ func appendCapped(s []string, line string, limit int) []string {
 
 // parse reads a go test -v log and returns its counts and failures.
 func parse(r io.Reader) (counts, []failure, error) {
+	c, fails, _, err := parseReruns(r)
+	return c, fails, err
+}
+
+// testKey names a test of a package.
+type testKey struct{ pkg, test string }
+
+// parseReruns is parse, and also returns the tests that passed after the
+// log's rerun mark.
+func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 	var c counts
 	var fails []failure
+	rerunPassed := map[testKey]bool{}
+	inRerun := false
 	streams := map[string]*stream{}
 	get := func(label string) *stream {
 		s := streams[label]
@@ -115,6 +147,9 @@ func parse(r io.Reader) (counts, []failure, error) {
 			f.output = s.out[f.test]
 			fails = append(fails, f)
 		}
+		for _, t := range s.passes {
+			rerunPassed[testKey{pkg, t}] = true
+		}
 		if failed && !s.sawFail {
 			fails = append(fails, failure{pkg: pkg, output: packageExcerpt(s.pkgBuf)})
 		}
@@ -130,6 +165,9 @@ func parse(r io.Reader) (counts, []failure, error) {
 		if m := streamRE.FindStringSubmatch(line); m != nil {
 			label = m[1]
 			line = line[len(m[0]):]
+		}
+		if strings.HasPrefix(line, rerunMark) {
+			inRerun = true
 		}
 		s := get(label)
 		if m := packageRE.FindStringSubmatch(line); m != nil {
@@ -157,6 +195,9 @@ func parse(r io.Reader) (counts, []failure, error) {
 			switch m[1] {
 			case "PASS":
 				c.passed++
+				if inRerun {
+					s.passes = append(s.passes, name)
+				}
 			case "SKIP":
 				c.skipped++
 			case "FAIL":
@@ -174,7 +215,7 @@ func parse(r io.Reader) (counts, []failure, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return c, fails, err
+		return c, fails, rerunPassed, err
 	}
 	// A log cut short (the stage killed, a VM that never came back) may
 	// leave failures with no package line after them.
@@ -187,7 +228,53 @@ func parse(r io.Reader) (counts, []failure, error) {
 			endPackage(s, pkg, false)
 		}
 	}
-	return c, fails, nil
+	return c, fails, rerunPassed, nil
+}
+
+// splitFlaky separates the failed tests that passed when run again (and
+// takes them out of c's failed count, which counts parents too) from the
+// others.
+func splitFlaky(c *counts, fails []failure, rerunPassed map[testKey]bool) (failed, flaky []failure) {
+	for _, f := range fails {
+		if f.test != "" && rerunPassed[testKey{f.pkg, f.test}] {
+			flaky = append(flaky, f)
+			c.failed--
+			continue
+		}
+		failed = append(failed, f)
+	}
+	return failed, flaky
+}
+
+// rerunPlan is -rerun-plan: the failed tests of a go test -v log, one
+// per line, package and -run pattern, or why a rerun cannot settle them.
+func rerunPlan(r io.Reader, max int) ([]string, error) {
+	_, fails, err := parse(r)
+	if err != nil {
+		return nil, err
+	}
+	fails = leaves(fails)
+	switch {
+	case len(fails) == 0:
+		return nil, fmt.Errorf("no failed test")
+	case len(fails) > max:
+		return nil, fmt.Errorf("%d failed tests, more than %d", len(fails), max)
+	}
+	var plan []string
+	for _, f := range fails {
+		if f.test == "" {
+			return nil, fmt.Errorf("%s failed outside any test", f.pkg)
+		}
+		if strings.Contains(f.pkg, " ") {
+			return nil, fmt.Errorf("%s: not a package", f.pkg)
+		}
+		var pat []string
+		for _, e := range strings.Split(f.test, "/") {
+			pat = append(pat, "^"+regexp.QuoteMeta(e)+"$")
+		}
+		plan = append(plan, f.pkg+"\t"+strings.Join(pat, "/")+"\t"+f.test)
+	}
+	return plan, nil
 }
 
 // packageExcerpt picks what explains a package-level failure: from the
@@ -275,12 +362,14 @@ func (st *stage) load(tail int) error {
 		if err != nil {
 			return err
 		}
-		c, fails, err := parse(f)
+		c, fails, rerunPassed, err := parseReruns(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %v", st.log, err)
 		}
-		st.counts, st.failures = c, leaves(fails)
+		failed, flaky := splitFlaky(&c, fails, rerunPassed)
+		st.counts, st.failures, st.flakes = c, leaves(failed), leaves(flaky)
+		st.counts.flaky = len(st.flakes) // as failures are listed: leaves
 	}
 	if st.status != 0 && len(st.failures) == 0 {
 		st.tail = lastLines(st.log, 400)
@@ -325,9 +414,18 @@ func report(w io.Writer, stages []*stage, tail int) (total counts, failedStages 
 		total.passed += st.passed
 		total.failed += st.failed
 		total.skipped += st.skipped
+		total.flaky += st.counts.flaky
 		if st.status != 0 || st.kind == "bed" {
 			failedStages++
 		}
+	}
+	for _, st := range stages {
+		if len(st.flakes) == 0 {
+			continue
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "== %s: %d flaky: failed, then passed when run again (hack/rerun-failed.sh); the first run's output:\n", st.name, len(st.flakes))
+		printFailures(w, st, st.flakes, tail)
 	}
 	for _, st := range stages {
 		if st.status == 0 && st.kind != "bed" {
@@ -345,33 +443,46 @@ func report(w io.Writer, stages []*stage, tail int) (total counts, failedStages 
 		for _, l := range st.tail {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
-		for _, f := range st.failures {
-			name := f.pkg
-			if f.test != "" {
-				name += " " + f.test
-			} else {
-				name += " (the package failed outside any test)"
-			}
-			fmt.Fprintf(w, "--- %s\n", name)
-			out := f.output
-			if len(out) > tail {
-				fmt.Fprintf(w, "    ... (%d lines before these; the whole output is in %s)\n", len(out)-tail, st.log)
-				out = out[len(out)-tail:]
-			}
-			if len(out) == 0 {
-				fmt.Fprintln(w, "    (the test printed nothing)")
-			}
-			for _, l := range out {
-				fmt.Fprintf(w, "    %s\n", l)
-			}
-		}
+		printFailures(w, st, st.failures, tail)
 	}
 	return total, failedStages
+}
+
+// printFailures prints each of fs (failed tests of st) with its output's
+// last tail lines.
+func printFailures(w io.Writer, st *stage, fs []failure, tail int) {
+	for _, f := range fs {
+		name := f.pkg
+		if f.test != "" {
+			name += " " + f.test
+		} else {
+			name += " (the package failed outside any test)"
+		}
+		fmt.Fprintf(w, "--- %s\n", name)
+		out := f.output
+		if len(out) > tail {
+			fmt.Fprintf(w, "    ... (%d lines before these; the whole output is in %s)\n", len(out)-tail, st.log)
+			out = out[len(out)-tail:]
+		}
+		if len(out) == 0 {
+			fmt.Fprintln(w, "    (the test printed nothing)")
+		}
+		for _, l := range out {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
 }
 
 func writeFailures(path string, stages []*stage) error {
 	var b strings.Builder
 	for _, st := range stages {
+		for _, f := range st.flakes {
+			fmt.Fprintf(&b, "=== %s: %s %s (flaky: passed when run again; its first run)\n", st.name, f.pkg, f.test)
+			for _, l := range f.output {
+				b.WriteString(l)
+				b.WriteByte('\n')
+			}
+		}
 		for _, f := range st.failures {
 			fmt.Fprintf(&b, "=== %s: %s %s\n", st.name, f.pkg, f.test)
 			for _, l := range f.output {
@@ -389,14 +500,34 @@ func writeFailures(path string, stages []*stage) error {
 func main() {
 	tail := flag.Int("tail", 25, "lines of a failed test's output (or a failed stage's log) in the summary")
 	failuresFile := flag.String("failures", "", "write every failed test's output to this file")
+	plan := flag.Bool("rerun-plan", false, "print the failed tests of the go test -v log named by the argument, for hack/rerun-failed.sh")
+	planMax := flag.Int("rerun-max", 3, "with -rerun-plan: most failed tests a rerun may settle")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: testsum [-tail N] [-failures FILE] STAGES.tsv")
+		fmt.Fprintln(os.Stderr, "       testsum -rerun-plan [-rerun-max N] LOG")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if flag.NArg() != 1 || *tail < 1 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *plan {
+		f, err := os.Open(flag.Arg(0))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsum:", err)
+			os.Exit(2)
+		}
+		lines, err := rerunPlan(f, *planMax)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsum: no rerun:", err)
+			os.Exit(1)
+		}
+		for _, l := range lines {
+			fmt.Println(l)
+		}
+		return
 	}
 	stages, err := readStages(flag.Arg(0))
 	if err != nil {
@@ -427,5 +558,9 @@ func main() {
 			failed++
 		}
 	}
-	fmt.Printf("total: %d passed, %d failed, %d skipped\n", total.passed, failed, total.skipped)
+	flakyNote := ""
+	if total.flaky > 0 {
+		flakyNote = fmt.Sprintf(", %d flaky (passed when run again)", total.flaky)
+	}
+	fmt.Printf("total: %d passed, %d failed, %d skipped%s\n", total.passed, failed, total.skipped, flakyNote)
 }

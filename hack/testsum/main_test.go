@@ -145,3 +145,101 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// siwRun is a stage log in which two tests failed and were run again: one
+// passed then, one failed again.
+const siwRun = `=== RUN   TestPersistent
+=== RUN   TestPersistent/c-server
+    x_test.go:541: concurrent client: exit status 255
+--- FAIL: TestPersistent (1.00s)
+    --- FAIL: TestPersistent/c-server (1.00s)
+=== RUN   TestOther
+--- PASS: TestOther (0.00s)
+FAIL
+FAIL	example.com/cmd	2.0s
+=== RUN   TestBroken
+    y_test.go:9: broken
+--- FAIL: TestBroken (0.00s)
+FAIL
+FAIL	example.com/lib	1.0s
+rerun-failed: running each failed test of siw.log once more:
+rerun-failed: example.com/cmd -run '^TestPersistent$/^c-server$'
+=== RUN   TestPersistent
+=== RUN   TestPersistent/c-server
+--- PASS: TestPersistent (1.00s)
+    --- PASS: TestPersistent/c-server (1.00s)
+PASS
+ok  	example.com/cmd	1.5s
+rerun-failed: example.com/lib -run '^TestBroken$'
+=== RUN   TestBroken
+    y_test.go:9: broken again
+--- FAIL: TestBroken (0.00s)
+FAIL
+FAIL	example.com/lib	1.0s
+`
+
+func TestRerunPlan(t *testing.T) {
+	first := siwRun[:strings.Index(siwRun, "rerun-failed:")]
+	plan, err := rerunPlan(strings.NewReader(first), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"example.com/cmd\t^TestPersistent$/^c-server$\tTestPersistent/c-server",
+		"example.com/lib\t^TestBroken$\tTestBroken",
+	}
+	if diff := cmp.Diff(want, plan); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	// Names are quoted for -run.
+	plan, err = rerunPlan(strings.NewReader("--- FAIL: TestX/a+b(1) (0.00s)\nFAIL\nFAIL\tp\t1s\n"), 3)
+	if err != nil || len(plan) != 1 || plan[0] != `p	^TestX$/^a\+b\(1\)$	TestX/a+b(1)` {
+		t.Errorf("plan = %q, %v", plan, err)
+	}
+	for name, log := range map[string]string{
+		"none failed":  "--- PASS: TestA (0.00s)\nPASS\nok  \tp\t1s\n",
+		"build failed": "# p\nx.go:1: syntax error\nFAIL\tp [build failed]\n",
+		"timeout":      "=== RUN   TestHang\npanic: test timed out after 1s\nFAIL\tp\t1s\n",
+		"too many":     "--- FAIL: TestA (0s)\n--- FAIL: TestB (0s)\n--- FAIL: TestC (0s)\n--- FAIL: TestD (0s)\nFAIL\nFAIL\tp\t1s\n",
+	} {
+		if plan, err := rerunPlan(strings.NewReader(log), 3); err == nil {
+			t.Errorf("%s: plan %q, want no rerun", name, plan)
+		}
+	}
+}
+
+// A failed test whose rerun passed is flaky, not failed; one that failed
+// again is a failure (twice); tests that passed before the rerun mark do
+// not make a failure flaky.
+func TestFlaky(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "siw.log")
+	if err := os.WriteFile(log, []byte(siwRun), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := &stage{name: "test-siw", kind: "tests", log: log}
+	if err := st.load(5); err != nil {
+		t.Fatal(err)
+	}
+	if st.passed != 3 || st.failed != 2 || st.counts.flaky != 1 {
+		t.Errorf("counts %+v, want 3 passed, 2 failed, 1 flaky (a subtest; its parent is neither)", st.counts)
+	}
+	var flaky, failed []string
+	for _, f := range st.flakes {
+		flaky = append(flaky, f.pkg+" "+f.test)
+	}
+	for _, f := range st.failures {
+		failed = append(failed, f.pkg+" "+f.test)
+	}
+	if diff := cmp.Diff([]string{"example.com/cmd TestPersistent/c-server"}, flaky); diff != "" {
+		t.Errorf("flaky (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"example.com/lib TestBroken", "example.com/lib TestBroken"}, failed); diff != "" {
+		t.Errorf("failed (-want +got):\n%s", diff)
+	}
+	var b strings.Builder
+	total, _ := report(&b, []*stage{st}, 5)
+	if total.flaky != 1 || !strings.Contains(b.String(), "== test-siw: 1 flaky") || !strings.Contains(b.String(), "concurrent client: exit status 255") {
+		t.Errorf("total %+v; summary:\n%s", total, b.String())
+	}
+}
