@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os/exec"
 	"strconv"
@@ -186,10 +185,6 @@ func rstreamPath(t *testing.T) string {
 	return testutil.LookPath(t, "rstream")
 }
 
-// cPort is a port for a C server: rdma_cm's TCP port space of the test
-// VM has no other users.
-func cPort() int { return 20000 + rand.IntN(10000) }
-
 // dialC dials a C server once it listens. rstream and riostream set
 // their options (-B, RDMA_IOMAPSIZE) on the listening rsocket after
 // rlisten, while librdmacm's listen thread already accepts in the
@@ -256,7 +251,7 @@ func TestInteropGoClientCServer(t *testing.T) {
 			var srv *proc.Proc
 			var c *rsocket.Conn
 			for try := 1; c == nil; try++ {
-				port := cPort()
+				port := testutil.Port()
 				args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
 				var err error
 				if srv, err = proc.Start(t, "C rstream server", args, nil, 4*time.Minute); err != nil {
@@ -350,7 +345,7 @@ func TestInteropCClientGoServer(t *testing.T) {
 func TestInteropKeepalive(t *testing.T) {
 	bin := rstreamPath(t)
 	addr := testutil.Addr(t)
-	port := cPort()
+	port := testutil.Port()
 	tc := interopCase{size: 1000, count: 10, iters: 1, cMode: "b"}
 	args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port), "-k", "1"}, tc.cArgs()...)
 	srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)
@@ -418,7 +413,7 @@ func TestInteropPeerKilled(t *testing.T) {
 		check(t, c, cli, errc)
 	})
 	t.Run("C server", func(t *testing.T) {
-		port := cPort()
+		port := testutil.Port()
 		args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
 		srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)
 		if err != nil {
@@ -439,7 +434,7 @@ func TestInteropVersionRejected(t *testing.T) {
 	addr := testutil.Addr(t)
 	bad := func(b *[40]byte) { b[0] = 2 }
 	t.Run("C server", func(t *testing.T) {
-		port := cPort()
+		port := testutil.Port()
 		tc := interopCase{size: 100, count: 10, iters: 1, cMode: "b"}
 		args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
 		srv, err := proc.Start(t, "C rstream server", args, nil, 4*time.Minute)

@@ -242,7 +242,7 @@ func TestInteropRiostream(t *testing.T) {
 			}
 		}
 		t.Run("go-client/"+tc.name, func(t *testing.T) {
-			port := cPort()
+			port := testutil.Port()
 			srv, err := proc.Start(t, "C riostream server",
 				append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, cArgs...), nil, 4*time.Minute)
 			if err != nil {

@@ -81,16 +81,17 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 		}
 		client = rsStart(t, impls[1], tool, cliArgs...)
 		err := client.Wait()
-		if err != nil && iwarp && try < proc.SiwTries && strings.Contains(client.Stderr.String(), "rconnect: Invalid argument") {
-			server.Cmd.Process.Kill()
-			server.Wait()
-			t.Logf("siw, attempt %d: the client's rconnect failed with EINVAL (CONNECT_ERROR -22); running the pair again (docs/providers.md, siw: who sends first)\n%v", try, client)
-			continue
+		if err == nil {
+			break
 		}
-		if err != nil {
-			t.Fatalf("client failed: %v\n\nserver %v", client, server)
+		why := ""
+		if iwarp && strings.Contains(client.Stderr.String(), "rconnect: Invalid argument") {
+			why = "the client's rconnect failed with EINVAL (CONNECT_ERROR -22)"
 		}
-		break
+		failure := fmt.Sprintf("client failed: %v\n\nserver %v", client, server)
+		server.Cmd.Process.Kill()
+		server.Wait()
+		siwRunAgain(t, try, why, failure)
 	}
 	if err := server.Wait(); err != nil {
 		t.Fatalf("server failed: %v\n\nclient %v", server, client)
