@@ -434,6 +434,12 @@ func (o *Opts) rsOptions(opt Optimization, iomap bool) []rsocket.Option {
 	if o.Keepalive != 0 {
 		opts = append(opts, rsocket.KeepAlive(time.Duration(o.Keepalive)*time.Second))
 	}
+	if !o.Blocking && !o.Async {
+		// C's non-blocking calls (MSG_DONTWAIT) spin on EAGAIN in the
+		// tool's loop, never sleeping; Send and Recv's nbWait deadline
+		// stands for that loop, and polling for all of it is the spin.
+		opts = append(opts, rsocket.PollTime(nbWait))
+	}
 	return opts
 }
 
