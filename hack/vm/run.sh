@@ -53,6 +53,14 @@
 # (setup error, kernel panic, no status written). The kernel log of the latest
 # run is kept at .cache/vm/last-kernel.log.
 #
+# A guest that has not started CMD GOVERBS_VM_BOOT_TIMEOUT seconds (default
+# 300; a boot takes 4 s of guest time, under 30 s of wall time on a loaded
+# host) after qemu started is stopped and booted again, as one that died
+# while booting is (at most 3 boots in all, not in --link mode). When run.sh
+# itself is killed (go test's timeout), it prints the kernel log's tail and
+# keeps it as .cache/vm/kernel-killed-*.log: where the guest was is the
+# evidence.
+#
 # Guest environment: only HOME, PATH, GOROOT, GOCACHE, GOTRACEBACK, GODEBUG,
 # GOMAXPROCS, GOCOVERDIR and GOVERBS_* pass through; then TMPDIR=/tmp,
 # GOVERBS_IN_VM=1, GOVERBS_REQUIRE_DEVICE=1, GOVERBS_TEST_DEVICE=rxe0,
@@ -78,6 +86,7 @@ repo=$(cd "$here/../.." && pwd)
 cache=${GOVERBS_VM_CACHE:-$repo/.cache/vm}
 
 timeout=${GOVERBS_VM_TIMEOUT:-1800}
+boot_timeout=${GOVERBS_VM_BOOT_TIMEOUT:-300}
 cpus=${GOVERBS_VM_CPUS:-2}
 mem=${GOVERBS_VM_MEM:-1G}
 verbose=${GOVERBS_VM_VERBOSE:-0}
@@ -135,6 +144,7 @@ while (($# > 0)); do
 done
 (($# > 0)) || [[ -n $prepare ]] || usage
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || die "--timeout wants seconds, got '$timeout'"
+[[ $boot_timeout =~ ^[0-9]+$ && $boot_timeout -gt 0 ]] || die "GOVERBS_VM_BOOT_TIMEOUT wants seconds, got '$boot_timeout'"
 [[ $cpus =~ ^[0-9]+$ && $cpus -gt 0 ]] || die "--cpus wants a number, got '$cpus'"
 
 "$here/install-deps.sh" || die "missing packages; run hack/vm/install-deps.sh as root"
@@ -519,29 +529,6 @@ if [[ -n ${GOVERBS_VM_LOCK:-} ]]; then
 	if [[ ${GOVERBS_VM_LOCK_EXCLUSIVE:-0} == 1 ]]; then flock -x 8; else flock -s 8; fi
 fi
 
-start=$SECONDS
-# Backgrounded and waited for, because bash runs traps only after a
-# foreground child exits; `wait` returns at once when a signal arrives.
-# --foreground keeps qemu in our process group so ^C reaches it too.
-"${guard[@]}" timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null &
-qpid=$!
-trap 'kill -TERM "$qpid" 2>/dev/null; wait "$qpid"; exit 130' INT
-trap 'kill -TERM "$qpid" 2>/dev/null; wait "$qpid"; exit 143' TERM HUP QUIT
-qrc=0
-wait "$qpid" || qrc=$?
-trap - INT TERM HUP QUIT
-elapsed=$((SECONDS - start))
-
-if [[ -f $run/kernel.log ]]; then
-	cp "$run/kernel.log" "$cache/.last-kernel.log.$$"
-	mv -f "$cache/.last-kernel.log.$$" "$cache/last-kernel.log"
-fi
-klog=$cache/last-kernel.log
-if [[ -f $run/inner-kernel.log ]]; then
-	cp "$run/inner-kernel.log" "$cache/.last-pvrdma-inner-kernel.log.$$"
-	mv -f "$cache/.last-pvrdma-inner-kernel.log.$$" "$cache/last-pvrdma-inner-kernel.log"
-fi
-
 # A crash's kernel log is kept under its own name too: the next VM (two-host
 # runs two) overwrites last-kernel.log, and the head of an oops is the part
 # that names the bug.
@@ -566,7 +553,64 @@ show_klog_tail() {
 	tail -n 40 "$run/kernel.log" | sed 's/^/vm:   /' >&2
 }
 
-if [[ ! -s $run/kernel.log && ! -f $run/rc ]]; then
+# killed is the INT/TERM/HUP/QUIT trap while qemu runs: stop qemu and
+# leave the evidence of where the guest was (go test's timeout kills
+# run.sh, and the test binary's output may hold nothing).
+killed() {
+	kill -TERM "$qpid" "${wpid:-}" 2>/dev/null || true
+	wait "$qpid" || true
+	if [[ -f $run/kernel.log ]]; then
+		klog=$cache/kernel-killed-$(date +%Y%m%d-%H%M%S)-$$.log
+		cp "$run/kernel.log" "$klog"
+		if grep -q 'goverbs-init: .* running the command' "$run/kernel.log"; then
+			echo "vm: killed after $((SECONDS - start)) s, while the command ran; kernel log: $klog" >&2
+		else
+			echo "vm: killed after $((SECONDS - start)) s, before the command ran (the guest was booting); kernel log: $klog" >&2
+		fi
+		show_klog_tail
+	fi
+	exit "$1"
+}
+
+start=$SECONDS
+# Backgrounded and waited for, because bash runs traps only after a
+# foreground child exits; `wait` returns at once when a signal arrives.
+# --foreground keeps qemu in our process group so ^C reaches it too.
+"${guard[@]}" timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null &
+qpid=$!
+trap 'killed 130' INT
+trap 'killed 143' TERM HUP QUIT
+# The boot watchdog: stops a guest that has not started the command in
+# boot_timeout seconds (a boot hang; what follows boots it again).
+(
+	trap - INT TERM HUP QUIT
+	for ((i = 0; i < boot_timeout; i++)); do
+		sleep 1
+		kill -0 "$qpid" 2>/dev/null || exit 0
+		grep -q 'goverbs-init: .* running the command' "$run/kernel.log" 2>/dev/null && exit 0
+	done
+	echo "$boot_timeout" >"$run/boot-hang"
+	kill -TERM "$qpid" 2>/dev/null
+) &
+wpid=$!
+qrc=0
+wait "$qpid" || qrc=$?
+trap - INT TERM HUP QUIT
+kill "$wpid" 2>/dev/null || true
+wait "$wpid" 2>/dev/null || true
+elapsed=$((SECONDS - start))
+
+if [[ -f $run/kernel.log ]]; then
+	cp "$run/kernel.log" "$cache/.last-kernel.log.$$"
+	mv -f "$cache/.last-kernel.log.$$" "$cache/last-kernel.log"
+fi
+klog=$cache/last-kernel.log
+if [[ -f $run/inner-kernel.log ]]; then
+	cp "$run/inner-kernel.log" "$cache/.last-pvrdma-inner-kernel.log.$$"
+	mv -f "$cache/.last-pvrdma-inner-kernel.log.$$" "$cache/last-pvrdma-inner-kernel.log"
+fi
+
+if [[ ! -s $run/kernel.log && ! -f $run/rc && ! -f $run/boot-hang ]]; then
 	echo "vm: qemu failed to start (status $qrc); see its messages above" >&2
 	exit 125
 fi
@@ -589,13 +633,16 @@ if [[ ! -f $run/rc ]]; then
 	# nothing of ours: boot it again, at most twice, and say so. Not in
 	# two-host mode, whose peer is already waiting on the link.
 	boot_try=${GOVERBS_VM_BOOT_TRY:-1}
+	how="died while booting"
+	[[ ! -f $run/boot-hang ]] || how="had not started the command after $(<"$run/boot-hang") s (a boot hang; stopped)"
 	if [[ -z $link ]] && ((boot_try < 3)) && ! grep -q 'goverbs-init: .* running the command' "$run/kernel.log" 2>/dev/null; then
-		echo "vm: the guest died while booting, before the command ran (attempt $boot_try); kernel log: $klog; booting again" >&2
+		echo "vm: the guest $how, before the command ran (attempt $boot_try); kernel log: $klog; booting again" >&2
 		show_klog_tail
 		rm -rf "$run"
 		trap - EXIT
 		GOVERBS_VM_BOOT_TRY=$((boot_try + 1)) exec "${BASH_SOURCE[0]}" "${orig_args[@]}"
 	fi
+	[[ ! -f $run/boot-hang ]] || echo "vm: the guest $how" >&2
 	echo "vm: the guest stopped after ${elapsed}s without reporting an exit status" \
 		"(qemu status $qrc; kernel panic or crash?). Kernel log: $klog" >&2
 	show_klog_tail
