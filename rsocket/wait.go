@@ -74,7 +74,15 @@ func (w *waiter) init(c *Conn) {
 // expired reports whether w's deadline has passed (as net.Conn's calls
 // do, a call fails at once then, even if it could proceed).
 func (w *waiter) expired() bool {
-	return !w.deadline.IsZero() && !time.Now().Before(w.deadline)
+	if w.deadline.IsZero() {
+		return false // no clock read
+	}
+	return w.expiredAt(time.Now())
+}
+
+// expiredAt is expired with the clock already read.
+func (w *waiter) expiredAt(now time.Time) bool {
+	return !w.deadline.IsZero() && !now.Before(w.deadline)
 }
 
 // expire runs when w's deadline passes while it is blocked.
@@ -155,7 +163,7 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 			continue
 		}
 		now := time.Now()
-		if !w.deadline.IsZero() && !now.Before(w.deadline) {
+		if w.expiredAt(now) {
 			return true
 		}
 		if now.Sub(start) > c.pollTime {

@@ -553,6 +553,11 @@ show_klog_tail() {
 	tail -n 40 "$run/kernel.log" | sed 's/^/vm:   /' >&2
 }
 
+# cmd_started reports whether the guest has started the command.
+cmd_started() {
+	grep -q 'goverbs-init: .* running the command' "$run/kernel.log" 2>/dev/null
+}
+
 # killed is the INT/TERM/HUP/QUIT trap while qemu runs: stop qemu and
 # leave the evidence of where the guest was (go test's timeout kills
 # run.sh, and the test binary's output may hold nothing).
@@ -562,7 +567,7 @@ killed() {
 	if [[ -f $run/kernel.log ]]; then
 		klog=$cache/kernel-killed-$(date +%Y%m%d-%H%M%S)-$$.log
 		cp "$run/kernel.log" "$klog"
-		if grep -q 'goverbs-init: .* running the command' "$run/kernel.log"; then
+		if cmd_started; then
 			echo "vm: killed after $((SECONDS - start)) s, while the command ran; kernel log: $klog" >&2
 		else
 			echo "vm: killed after $((SECONDS - start)) s, before the command ran (the guest was booting); kernel log: $klog" >&2
@@ -587,7 +592,7 @@ trap 'killed 143' TERM HUP QUIT
 	for ((i = 0; i < boot_timeout; i++)); do
 		sleep 1
 		kill -0 "$qpid" 2>/dev/null || exit 0
-		grep -q 'goverbs-init: .* running the command' "$run/kernel.log" 2>/dev/null && exit 0
+		cmd_started && exit 0
 	done
 	echo "$boot_timeout" >"$run/boot-hang"
 	kill -TERM "$qpid" 2>/dev/null
@@ -635,7 +640,7 @@ if [[ ! -f $run/rc ]]; then
 	boot_try=${GOVERBS_VM_BOOT_TRY:-1}
 	how="died while booting"
 	[[ ! -f $run/boot-hang ]] || how="had not started the command after $(<"$run/boot-hang") s (a boot hang; stopped)"
-	if [[ -z $link ]] && ((boot_try < 3)) && ! grep -q 'goverbs-init: .* running the command' "$run/kernel.log" 2>/dev/null; then
+	if [[ -z $link ]] && ((boot_try < 3)) && ! cmd_started; then
 		echo "vm: the guest $how, before the command ran (attempt $boot_try); kernel log: $klog; booting again" >&2
 		show_klog_tail
 		rm -rf "$run"
