@@ -22,17 +22,23 @@
 // connection is disconnected it disconnects and destroys its ID. Like the
 // C tool it runs until it is killed, and prints nothing.
 //
-// Each QP is what librdmacm's rdma_create_qp makes with no CQs given: a
-// send and a receive CQ, each with a completion channel, on a PD shared by
-// all (librdmacm's per-device default PD; allocated before the step is
-// timed). Every device is opened before the first step, as librdmacm does
-// when the event channel is created. The destroy step closes each ID; the
-// QPs and CQs are closed just before it, untimed, as the C tool destroys
-// the IDs and leaves its QPs to process exit.
+// The QPs are made as the C tool's rdma_create_qp calls make them. The
+// tool passes one static ibv_qp_init_attr with no CQs to every call, and
+// rdma_create_qp copies the attributes it used back into it, CQs
+// included. So the first call creates a send and a receive CQ, each with
+// a completion channel, and every later QP of either end completes on
+// those two (rdma-core 44, cmtime.c and cma.c). Here the first QP on a
+// device creates the pair, and the pair lives until the tool ends. All
+// QPs share one PD (librdmacm's per-device default PD; allocated before
+// the step is timed). Every device is opened before the first step, as
+// librdmacm does when the event channel is created. The destroy step
+// closes each ID; the QPs and CQs are closed just before it, untimed, as
+// the C tool destroys the IDs and leaves its QPs to process exit.
 package cmtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -44,6 +50,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cm"
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/tools/cmcommon"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
@@ -72,6 +79,97 @@ var stepName = [stepCount]string{"create id", "bind addr", "resolve addr", "reso
 // caps are the C tool's QP: one work request and one SGE each way.
 var caps = qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 
+// cqPair is the send and the receive CQ, each with its completion
+// channel, that the first rdma_create_qp of the C tool creates and every
+// later one reuses.
+type cqPair struct {
+	sendCh, recvCh *verbs.CompChannel
+	send, recv     *cq.CQ
+}
+
+// qpMaker creates the QPs, one CQ pair per device (see the package
+// comment).
+type qpMaker struct {
+	mu  sync.Mutex
+	cqs map[*verbs.Context]*cqPair
+}
+
+// create gives id its QP on pd, creating the device's CQ pair first if
+// this is the device's first QP. The ID owns the QP.
+func (m *qpMaker) create(id *cm.ID, pd *verbs.PD) (*qp.QP, error) {
+	dev := id.Context()
+	if dev == nil {
+		return nil, errors.New("cmtime: the ID is not bound to a device")
+	}
+	m.mu.Lock()
+	p := m.cqs[dev]
+	if p == nil {
+		var err error
+		if p, err = newCQPair(dev); err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		if m.cqs == nil {
+			m.cqs = make(map[*verbs.Context]*cqPair)
+		}
+		m.cqs[dev] = p
+	}
+	m.mu.Unlock()
+	return id.CreateQP(pd, qp.Options{SendCQ: p.send, RecvCQ: p.recv, Caps: caps})
+}
+
+// Close closes every CQ pair. The QPs on them must be closed first.
+func (m *qpMaker) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for dev, p := range m.cqs {
+		errs = append(errs, p.close())
+		delete(m.cqs, dev)
+	}
+	return errors.Join(errs...)
+}
+
+// newCQPair creates what librdmacm's ucma_create_cqs does for a QP of
+// caps: a receive and a send CQ, each sized by its queue and with a
+// completion channel of its own.
+func newCQPair(dev *verbs.Context) (_ *cqPair, err error) {
+	p := &cqPair{}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if p.recvCh, err = dev.NewCompChannel(); err != nil {
+		return nil, err
+	}
+	if p.recv, err = cq.New(dev, cq.Options{CQE: caps.MaxRecvWR, Channel: p.recvCh}); err != nil {
+		return nil, err
+	}
+	if p.sendCh, err = dev.NewCompChannel(); err != nil {
+		return nil, err
+	}
+	if p.send, err = cq.New(dev, cq.Options{CQE: caps.MaxSendWR, Channel: p.sendCh}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *cqPair) close() error {
+	var errs []error
+	for _, c := range []*cq.CQ{p.send, p.recv} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	for _, ch := range []*verbs.CompChannel{p.sendCh, p.recvCh} {
+		if ch != nil {
+			errs = append(errs, ch.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 type options struct {
 	dst, src    string
 	port        string
@@ -83,7 +181,7 @@ type options struct {
 // node is one connection of the client.
 type node struct {
 	id    *cm.ID
-	ep    *cm.Endpoint
+	qp    *qp.QP
 	times [stepCount][2]time.Time
 	err   bool
 	// ran and refused: the node's request of the step was issued, and
@@ -267,6 +365,8 @@ func server(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, s
 		}
 		return pd, nil
 	}
+	var qps qpMaker
+	defer qps.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -281,19 +381,18 @@ func server(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serve(ctx, id, pdFor, out, stderr)
+			serve(ctx, id, pdFor, &qps, out, stderr)
 		}()
 	}
 }
 
 // serve is the C tool's request handler and, once the client disconnects,
 // its disconnect handler.
-func serve(ctx context.Context, id *cm.ID, pdFor func(*cm.ID) (*verbs.PD, error), out *cmcommon.Out, stderr io.Writer) {
-	defer id.Close()
+func serve(ctx context.Context, id *cm.ID, pdFor func(*cm.ID) (*verbs.PD, error), qps *qpMaker, out *cmcommon.Out, stderr io.Writer) {
+	defer id.Close() // and its QP
 	pd, err := pdFor(id)
-	var ep *cm.Endpoint
 	if err == nil {
-		ep, err = id.NewEndpoint(pd, caps)
+		_, err = qps.create(id, pd)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "failure creating qp: %s\n", cmcommon.Strerror(err))
@@ -301,7 +400,6 @@ func serve(ctx context.Context, id *cm.ID, pdFor func(*cm.ID) (*verbs.PD, error)
 		id.Reject(nil)
 		return
 	}
-	defer ep.Close()
 	if err := id.Accept(ctx, cm.ConnParam{}); err != nil {
 		fmt.Fprintf(stderr, "failure accepting: %s\n", cmcommon.Strerror(err))
 		out.Printf("failing connection request\n")
@@ -323,6 +421,7 @@ func client(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, s
 	n := max(o.connections, 0)
 	nodes := make([]node, n)
 	var times [stepCount][2]time.Time
+	var qps qpMaker
 	ret := 0
 
 	out.Printf("creating id\n")
@@ -345,10 +444,11 @@ func client(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, s
 		// IDs and leaves its QPs to process exit, and closing an ID
 		// here would destroy its QP too.
 		for i := range nodes {
-			if nodes[i].ep != nil {
-				nodes[i].ep.Close()
+			if nodes[i].qp != nil {
+				nodes[i].qp.Close()
 			}
 		}
+		qps.Close()
 		out.Printf("destroying id\n")
 		times[stepDestroy][0] = time.Now()
 		for i := range nodes {
@@ -464,7 +564,7 @@ func client(ctx context.Context, ch *cm.Channel, o options, out *cmcommon.Out, s
 		}
 		nd.times[stepCreateQP][0] = time.Now()
 		nd.ran[stepCreateQP] = true
-		if nd.ep, err = nd.id.NewEndpoint(pd, caps); err != nil {
+		if nd.qp, err = qps.create(nd.id, pd); err != nil {
 			perror("failure creating qp", err)
 			nd.err, nd.refused[stepCreateQP] = true, true
 			continue
