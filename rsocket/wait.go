@@ -142,11 +142,20 @@ func (c *Conn) wakeAll(except *waiter) {
 // holds, w's deadline passed, or the connection is closing. It lets go of
 // c.mu between polls, so the other calls (and whoever wakes w) get in.
 // The caller holds c.mu.
+//
+// The clock is read, and the goroutine yields, every pollEvery polls
+// only: under emulation a clock read costs more than a poll of the ring
+// (a CPU profile of rstream's 64 B ping-pong in the TCG bed spent half
+// its samples in clock reads), and so does a yield, which reads the clock
+// itself now and then (the scheduler's latency tracking). A poll that
+// ends within pollEvery polls, as a ping-pong's do, reads no clock.
 func (c *Conn) poll(w *waiter, cond int) bool {
-	start := time.Now()
+	var start time.Time
 	for i := 1; ; i++ {
 		c.mu.Unlock()
-		runtime.Gosched()
+		if i%pollEvery == 0 {
+			runtime.Gosched()
+		}
 		c.mu.Lock()
 		if c.closing {
 			return true
@@ -155,25 +164,24 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 		if c.ready(cond) {
 			return true
 		}
-		// The clock is read every pollClockEvery polls only: a poll of
-		// the ring costs less than a clock read under emulation (a
-		// CPU profile of rstream's 64 B ping-pong in the TCG bed spent
-		// half its samples in the clock).
-		if i%pollClockEvery != 0 {
+		if i%pollEvery != 0 {
 			continue
 		}
 		now := time.Now()
 		if w.expiredAt(now) {
 			return true
 		}
-		if now.Sub(start) > c.pollTime {
+		if start.IsZero() {
+			start = now
+		} else if now.Sub(start) > c.pollTime {
 			return false
 		}
 	}
 }
 
-// pollClockEvery is how many polls pass between clock reads in poll.
-const pollClockEvery = 8
+// pollEvery is how many polls pass between clock reads and yields in
+// poll.
+const pollEvery = 8
 
 // wait blocks the call w until cond may hold: until completions arrive,
 // w's deadline passes (errTimeout, also when it has passed already),

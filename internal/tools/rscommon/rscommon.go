@@ -49,7 +49,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -338,9 +337,12 @@ func (p *Pattern) Verify(b []byte, out io.Writer) error {
 
 var errVerify = errors.New("data verification failed")
 
-// nbWait is how long a non-blocking call may wait before it counts as
-// EAGAIN.
-const nbWait = 100 * time.Microsecond
+// nbSpin is how long a call of the non-blocking mode (C's MSG_DONTWAIT)
+// polls before it sleeps. C's tool calls rsend/rrecv again at once on
+// EAGAIN and so never sleeps; a Go call that polls this long is that
+// loop, without a deadline per call (each one read the clock, which
+// under emulation cost as much as the ring).
+const nbSpin = time.Second
 
 // Conn is a connection of a run: an rsocket Conn, or a TCP one for -T s.
 type Conn struct {
@@ -349,19 +351,13 @@ type Conn struct {
 	o  *Opts
 }
 
-// isTimeout reports a deadline's expiry: the poll loop's EAGAIN.
-func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
-
 // Send is send_xfer's loop: all of p. It prints perror("rsend")'s line
 // on failure.
 func (c *Conn) Send(p []byte, errw io.Writer) error {
 	for off := 0; off < len(p); {
-		if !c.o.Blocking && !c.o.Async {
-			c.SetWriteDeadline(time.Now().Add(nbWait))
-		}
 		n, err := c.Write(p[off:])
 		off += n
-		if err != nil && !isTimeout(err) {
+		if err != nil {
 			fmt.Fprintf(errw, "rsend: %s\n", cmcommon.Strerror(err))
 			return err
 		}
@@ -380,12 +376,9 @@ func (c *Conn) Recv(p []byte, errw io.Writer) error {
 		return err
 	}
 	for off := 0; off < len(p); {
-		if !c.o.Blocking && !c.o.Async {
-			c.SetReadDeadline(time.Now().Add(nbWait))
-		}
 		n, err := c.Read(p[off:])
 		off += n
-		if err != nil && !isTimeout(err) {
+		if err != nil {
 			fmt.Fprintf(errw, "rrecv: %s\n", strerror(err))
 			return err
 		}
@@ -436,9 +429,8 @@ func (o *Opts) rsOptions(opt Optimization, iomap bool) []rsocket.Option {
 	}
 	if !o.Blocking && !o.Async {
 		// C's non-blocking calls (MSG_DONTWAIT) spin on EAGAIN in the
-		// tool's loop, never sleeping; Send and Recv's nbWait deadline
-		// stands for that loop, and polling for all of it is the spin.
-		opts = append(opts, rsocket.PollTime(nbWait))
+		// tool's loop, never sleeping (nbSpin).
+		opts = append(opts, rsocket.PollTime(nbSpin))
 	}
 	return opts
 }
