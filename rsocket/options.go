@@ -123,7 +123,10 @@ func KeepAlive(period time.Duration) Option {
 // rsockets poll for polling_time (/etc/rdma/rsocket/polling_time; 10 µs
 // by default, DefaultPollTime). Polling spends a CPU for that long; it
 // saves the wake-up through the kernel when the peer answers within it,
-// which is most of a small message's round trip. 0 sleeps at once.
+// which is most of a small message's round trip. 0 sleeps at once. The
+// time counts from the call's first clock read, which it makes after 32
+// polls (clock reads cost more than polls under emulation), so a call
+// polls a little longer than d.
 func PollTime(d time.Duration) Option {
 	return func(c *config) { c.pollTime = max(d, 0) }
 }
