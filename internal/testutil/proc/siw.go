@@ -11,6 +11,8 @@ import (
 // SiwTries bounds the runs of a pair that hits one of siw's first-message
 // failures (docs/providers.md, "siw: who sends first"): a test that sees
 // the evidence runs the pair again, at most this many times in all.
+// rpmaex bounds its reruns of a C scch example's completion-order failure
+// (rpmaex.cCompletionOrder) with it too.
 const SiwTries = 5
 
 // StallSamples is how many samples, a second apart, must find the same

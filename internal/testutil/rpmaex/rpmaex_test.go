@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/internal/testutil/proc"
 )
 
 // examples/rpma holds librpma 1.2's examples, each in the directory of
@@ -51,6 +53,39 @@ func TestRPMAExampleList(t *testing.T) {
 	for _, c := range rpxCases() {
 		if !slices.Contains(want, c.example) {
 			t.Errorf("case of unknown example %s", c.example)
+		}
+	}
+}
+
+// A C end of an scch example that met the completions of a message and
+// its answer the other way round is a reason to run the cell again; the
+// same words from a Go end, or from an example without the shared
+// channel, are not.
+func TestCCompletionOrder(t *testing.T) {
+	const order = "unexpected wc.opcode value (128 != 0)\n"
+	end := func(name, stderr string) *proc.Proc {
+		p := &proc.Proc{Name: name}
+		p.Stderr.Write([]byte(stderr))
+		return p
+	}
+	scch := &rpxCase{example: "12scch-receive-completion-queue"}
+	for _, tc := range []struct {
+		name string
+		c    *rpxCase
+		cell rpxCell
+		srv  *proc.Proc
+		cli  *proc.Proc
+		want bool
+	}{
+		{"c client", scch, rpxCell{srv: []string{"go"}, cli: []string{"c"}}, end("server", "rpma_conn_wait: context deadline exceeded\n"), end("client", order), true},
+		{"c server, other way", scch, rpxCell{srv: []string{"c"}, cli: []string{"go"}}, end("server", "unexpected wc.opcode value (0 != 128)\n"), end("client", ""), true},
+		{"go client", scch, rpxCell{srv: []string{"c"}, cli: []string{"go"}}, end("server", ""), end("client", order), false},
+		{"other failure", scch, rpxCell{srv: []string{"go"}, cli: []string{"c"}}, end("server", ""), end("client", "rpma_send() failed\n"), false},
+		{"no shared channel", &rpxCase{example: "12-receive-completion-queue"}, rpxCell{srv: []string{"go"}, cli: []string{"c"}}, end("server", ""), end("client", order), false},
+	} {
+		got := cCompletionOrder(tc.c, tc.cell, tc.srv, []*proc.Proc{tc.cli})
+		if (got != "") != tc.want {
+			t.Errorf("%s: cCompletionOrder = %q, want a reason: %v", tc.name, got, tc.want)
 		}
 	}
 }
