@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,9 +82,39 @@ func TestCmtimeInterop(t *testing.T) {
 				if s := server.Stdout.String() + server.Stderr.String(); s != "" {
 					t.Errorf("server printed %q", s)
 				}
+				// Like C's, goverbs' server makes one CQ pair for all
+				// its QPs and keeps it until it ends.
+				if impls[0] == "go" {
+					if n := cqsOf(t, server.Cmd.Process.Pid); n != 2 {
+						t.Errorf("the server holds %d CQs after %d connections, want 2 (one pair)", n, c.n)
+					}
+				}
 			})
 		}
 	}
+}
+
+// cqsOf counts the CQs the kernel lists (rdma resource show cq) for
+// process pid. The kernel names the thread that created an object, so
+// every thread of the process counts.
+func cqsOf(t *testing.T, pid int) int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatalf("threads of %d: %v", pid, err)
+	}
+	out, err := exec.Command(testutil.LookPath(t, "rdma"), "resource", "show", "cq").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma resource show cq: %v: %s", err, out)
+	}
+	n := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if i := slices.Index(f, "pid"); i >= 0 && i+1 < len(f) && slices.ContainsFunc(tasks, func(e os.DirEntry) bool { return e.Name() == f[i+1] }) {
+			n++
+		}
+	}
+	return n
 }
 
 // A client without a server: every connection is refused, each

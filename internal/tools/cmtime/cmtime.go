@@ -28,7 +28,8 @@
 // included. So the first call creates a send and a receive CQ, each with
 // a completion channel, and every later QP of either end completes on
 // those two (rdma-core 44, cmtime.c and cma.c). Here the first QP on a
-// device creates the pair, and the pair lives until the tool ends. All
+// device is made as a cm.Endpoint, which creates the pair, and every later
+// QP uses the endpoint's CQs; the endpoint lives until the tool ends. All
 // QPs share one PD (librdmacm's per-device default PD; allocated before
 // the step is timed). Every device is opened before the first step, as
 // librdmacm does when the event channel is created. The destroy step
@@ -50,7 +51,6 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cm"
-	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/tools/cmcommon"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
@@ -79,93 +79,48 @@ var stepName = [stepCount]string{"create id", "bind addr", "resolve addr", "reso
 // caps are the C tool's QP: one work request and one SGE each way.
 var caps = qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 
-// cqPair is the send and the receive CQ, each with its completion
-// channel, that the first rdma_create_qp of the C tool creates and every
-// later one reuses.
-type cqPair struct {
-	sendCh, recvCh *verbs.CompChannel
-	send, recv     *cq.CQ
-}
-
 // qpMaker creates the QPs, one CQ pair per device (see the package
-// comment).
+// comment): a device's first QP is made as a cm.Endpoint, which creates
+// the send and the receive CQ with their completion channels, and every
+// later QP on the device completes on that endpoint's CQs.
 type qpMaker struct {
 	mu  sync.Mutex
-	cqs map[*verbs.Context]*cqPair
+	eps map[*verbs.Context]*cm.Endpoint
 }
 
-// create gives id its QP on pd, creating the device's CQ pair first if
-// this is the device's first QP. The ID owns the QP.
+// create gives id its QP on pd. The ID owns the QP.
 func (m *qpMaker) create(id *cm.ID, pd *verbs.PD) (*qp.QP, error) {
 	dev := id.Context()
 	if dev == nil {
 		return nil, errors.New("cmtime: the ID is not bound to a device")
 	}
 	m.mu.Lock()
-	p := m.cqs[dev]
-	if p == nil {
-		var err error
-		if p, err = newCQPair(dev); err != nil {
-			m.mu.Unlock()
-			return nil, err
-		}
-		if m.cqs == nil {
-			m.cqs = make(map[*verbs.Context]*cqPair)
-		}
-		m.cqs[dev] = p
+	if ep := m.eps[dev]; ep != nil {
+		m.mu.Unlock()
+		return id.CreateQP(pd, qp.Options{SendCQ: ep.SendCQ(), RecvCQ: ep.RecvCQ(), Caps: caps})
 	}
-	m.mu.Unlock()
-	return id.CreateQP(pd, qp.Options{SendCQ: p.send, RecvCQ: p.recv, Caps: caps})
+	defer m.mu.Unlock()
+	ep, err := id.NewEndpoint(pd, caps)
+	if err != nil {
+		return nil, err
+	}
+	if m.eps == nil {
+		m.eps = make(map[*verbs.Context]*cm.Endpoint)
+	}
+	m.eps[dev] = ep
+	return ep.QP(), nil
 }
 
-// Close closes every CQ pair. The QPs on them must be closed first.
+// Close closes every device's endpoint, its CQs with them. The QPs on
+// those CQs must be closed first; the endpoint's own QP may already be,
+// with its ID.
 func (m *qpMaker) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var errs []error
-	for dev, p := range m.cqs {
-		errs = append(errs, p.close())
-		delete(m.cqs, dev)
-	}
-	return errors.Join(errs...)
-}
-
-// newCQPair creates what librdmacm's ucma_create_cqs does for a QP of
-// caps: a receive and a send CQ, each sized by its queue and with a
-// completion channel of its own.
-func newCQPair(dev *verbs.Context) (_ *cqPair, err error) {
-	p := &cqPair{}
-	defer func() {
-		if err != nil {
-			p.close()
-		}
-	}()
-	if p.recvCh, err = dev.NewCompChannel(); err != nil {
-		return nil, err
-	}
-	if p.recv, err = cq.New(dev, cq.Options{CQE: caps.MaxRecvWR, Channel: p.recvCh}); err != nil {
-		return nil, err
-	}
-	if p.sendCh, err = dev.NewCompChannel(); err != nil {
-		return nil, err
-	}
-	if p.send, err = cq.New(dev, cq.Options{CQE: caps.MaxSendWR, Channel: p.sendCh}); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *cqPair) close() error {
-	var errs []error
-	for _, c := range []*cq.CQ{p.send, p.recv} {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
-	}
-	for _, ch := range []*verbs.CompChannel{p.sendCh, p.recvCh} {
-		if ch != nil {
-			errs = append(errs, ch.Close())
-		}
+	for dev, ep := range m.eps {
+		errs = append(errs, ep.Close())
+		delete(m.eps, dev)
 	}
 	return errors.Join(errs...)
 }
