@@ -152,8 +152,9 @@ func (c *Conn) wakeAll(except *waiter) {
 func (c *Conn) poll(w *waiter, cond int) bool {
 	var start time.Time
 	for i := 1; ; i++ {
+		tick := i%pollEvery == 0 // yield, poll, then read the clock
 		c.mu.Unlock()
-		if i%pollEvery == 0 {
+		if tick {
 			runtime.Gosched()
 		}
 		c.mu.Lock()
@@ -164,7 +165,7 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 		if c.ready(cond) {
 			return true
 		}
-		if i%pollEvery != 0 {
+		if !tick {
 			continue
 		}
 		now := time.Now()
