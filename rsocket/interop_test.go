@@ -262,7 +262,7 @@ func TestInteropGoClientCServer(t *testing.T) {
 					// its own: a new server, on a new port.
 					srv.Cmd.Process.Kill()
 					srv.Wait()
-					if try == proc.SiwTries {
+					if try == proc.MaxRuns {
 						t.Fatalf("siw, attempt %d: the connect failed with CONNECT_ERROR -22 every time", try)
 					}
 					t.Logf("siw, attempt %d: CONNECT_ERROR -22 (C's server sent first); running the case again (docs/providers.md, siw: who sends first)", try)

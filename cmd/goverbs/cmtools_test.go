@@ -233,7 +233,7 @@ func cmListening(t *testing.T, ps string, port int) bool {
 // with the peer's rejection or unreachability.
 //
 // On iWARP it also tells two failures of siw (the kernel) from ours, and
-// runs the pair again after either, up to proc.SiwTries times, saying so
+// runs the pair again after either, up to proc.MaxRuns times, saying so
 // (docs/providers.md, "siw: who sends first"):
 //   - ucmatose's server sends as soon as it is connected, which iWARP
 //     forbids to the passive side; when its first message reaches the
@@ -303,7 +303,7 @@ func cmClientTool(tool string) string {
 // otherwise it fails the test with failure, after logging any evidence.
 func siwRunAgain(t *testing.T, try int, why, failure string) {
 	t.Helper()
-	if why == "" || try >= proc.SiwTries {
+	if why == "" || try >= proc.MaxRuns {
 		if why != "" {
 			t.Logf("siw, attempt %d: %s", try, why)
 		}

@@ -86,7 +86,7 @@ func (b *perfBed) start(t *testing.T, impl string, test perf.Test, cpu int, args
 // proc.WatchSiw): bytes TCP delivered to one of the pair's sockets that siw
 // leaves unread for proc.StallSamples seconds while both programs wait are a
 // receive siw dropped (docs/providers.md, "siw: who sends first"); the
-// watch kills the pair and it runs again, logged, up to proc.SiwTries
+// watch kills the pair and it runs again, logged, up to proc.MaxRuns
 // times; so does a pair whose server's last exchange SEND siw reported
 // failed after the client had it (siwLastSend). Any other failure fails
 // the test.

@@ -66,7 +66,7 @@ var rsImplPairs = [][2]string{{"go", "c"}, {"c", "go"}, {"go", "go"}}
 // little after the listen shows.
 //
 // On iWARP a client whose rconnect failed with EINVAL (CONNECT_ERROR -22)
-// runs again with a new server, logged, up to proc.SiwTries times: C's
+// runs again with a new server, logged, up to proc.MaxRuns times: C's
 // passive rsocket sends an SGL update before the client's first message,
 // and siw fails the connect when it arrives before the MPA reply is read
 // (docs/providers.md, siw: who sends first; seen C against C).

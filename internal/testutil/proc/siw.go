@@ -8,12 +8,13 @@ import (
 	"github.com/goverbs/goverbs/internal/testutil"
 )
 
-// SiwTries bounds the runs of a pair that hits one of siw's first-message
-// failures (docs/providers.md, "siw: who sends first"): a test that sees
-// the evidence runs the pair again, at most this many times in all.
-// rpmaex bounds its reruns of a C scch example's completion-order failure
-// (rpmaex.cCompletionOrder) with it too.
-const SiwTries = 5
+// MaxRuns bounds the runs of a pair that fails in a way the tests know
+// to come from outside goverbs: a test that sees the evidence runs the
+// pair again, at most this many times in all. Its users: siw's
+// first-message failures (docs/providers.md, "siw: who sends first") and
+// stalls (StallWatch), and a C scch example's completion order
+// (rpmaex.cCompletionOrder).
+const MaxRuns = 5
 
 // StallSamples is how many samples, a second apart, must find the same
 // bytes unread in the same socket to call it a stall.

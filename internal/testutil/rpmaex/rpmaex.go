@@ -325,13 +325,16 @@ func (b *rpxBed) run(t *testing.T, c *rpxCase, cell rpxCell) {
 	for try := 1; ; try++ {
 		srv, clis, srvErr, errs, snapshot, stall := b.runEnds(t, c, cell)
 		tag, why := "siw", stall
+		if why != "" {
+			why += " (docs/providers.md, siw: who sends first)"
+		}
 		if why == "" {
 			why = b.siwFirstMessage(srv, srvErr, clis, errs)
 		}
 		if why == "" {
 			tag, why = "C completion order", cCompletionOrder(c, cell, srv, clis)
 		}
-		if why == "" || try == proc.SiwTries {
+		if why == "" || try == proc.MaxRuns {
 			if why != "" {
 				t.Logf("%s, attempt %d: %s", tag, try, why)
 			}
