@@ -96,7 +96,7 @@ func resizeWhilePosting(t *testing.T) {
 
 	// Consume every one of them.
 	p := testutil.NewPairIn(t, pd, testutil.PairOptions{SRQ: s, CQE: 4096})
-	send := []verbs.SendWR{{Opcode: verbs.WRSend, InlineData: []byte("x")}}
+	send := []verbs.SendWR{testutil.Carry(t, p.A.QP, verbs.SendWR{Opcode: verbs.WRSend}, []byte("x"))}
 	sent, seen := 0, map[uint64]bool{}
 	wc := make([]verbs.WorkCompletion, 64)
 	scq := make([]verbs.WorkCompletion, 64)

@@ -56,7 +56,8 @@ func TestSRQSharedByQPs(t *testing.T) {
 	}{{p1, 5}, {p2, 7}} {
 		for i := 0; i < x.n; i++ {
 			msg := []byte(fmt.Sprintf("qp%d-msg%d", x.p.B.QP.QPN(), i))
-			if err := x.p.A.QP.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, InlineData: msg}}); err != nil {
+			wr := testutil.Carry(t, x.p.A.QP, verbs.SendWR{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled}, msg)
+			if err := x.p.A.QP.PostSend([]verbs.SendWR{wr}); err != nil {
 				t.Fatal(err)
 			}
 			testutil.Completions(t, x.p.A.SendCQ, 1)
@@ -108,8 +109,9 @@ func TestSRQLimitEvent(t *testing.T) {
 		t.Fatalf("query after arming: %+v %v", a, err)
 	}
 	p := testutil.NewPairIn(t, pd, testutil.PairOptions{SRQ: s})
+	send := []verbs.SendWR{testutil.Carry(t, p.A.QP, verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendSignaled}, []byte("x"))}
 	for i := 0; i < 2; i++ {
-		if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, InlineData: []byte("x"), Flags: verbs.SendSignaled}}); err != nil {
+		if err := p.A.QP.PostSend(send); err != nil {
 			t.Fatal(err)
 		}
 	}
