@@ -31,7 +31,7 @@ func TestErrorPathAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("PostRecv, queue full: %v allocations per call", n)
 	}
-	send := []verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, InlineData: []byte("rnr")}}
+	send := []verbs.SendWR{testutil.Carry(t, p.B.QP, verbs.SendWR{WRID: 2, Opcode: verbs.WRSend}, []byte("rnr"))}
 	t.Run("SendQueueFull", func(t *testing.T) {
 		// Fill B's send queue: A has no receive posted and B's SENDs are
 		// retried forever (RNR retry 7), so nothing completes. iWARP has
