@@ -148,18 +148,24 @@ func TestSRQResizeQueryAndFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n < a.MaxWR || n < 4 {
-		t.Fatalf("only %d receives fit, query says max_wr %d", n, a.MaxWR)
-	}
-	pe, ok := verbs.IsPostError(s.PostRecv([]verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(buf, 0, 8)}}}))
-	if !ok || !errors.Is(pe, unix.ENOMEM) || pe.Index != 0 {
-		t.Fatalf("posting to a full SRQ: %v", pe)
+	// qemu's pvrdma device moves each receive off the ring into its
+	// backend's SRQ as it is posted, so its ring never fills.
+	full := n < 100
+	if full {
+		if n < a.MaxWR || n < 4 {
+			t.Fatalf("only %d receives fit, query says max_wr %d", n, a.MaxWR)
+		}
+		pe, ok := verbs.IsPostError(s.PostRecv([]verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(buf, 0, 8)}}}))
+		if !ok || !errors.Is(pe, unix.ENOMEM) || pe.Index != 0 {
+			t.Fatalf("posting to a full SRQ: %v", pe)
+		}
 	}
 	// Too many SGEs.
 	sg := make([]verbs.SGE, 40)
 	if err := s.PostRecv([]verbs.RecvWR{{SGList: sg}}); !errors.Is(err, verbs.ErrTooManySGE) {
 		t.Fatalf("40 SGEs: %v", err)
 	}
+	testutil.SkipUnlessCap(t, full, fmt.Sprintf("an SRQ ring that fills (100 receives posted to an SRQ of max_wr %d without ErrQueueFull)", a.MaxWR))
 	// Grow: posted buffers survive, and more fit.
 	if err := s.Modify(srq.Attr{MaxWR: 64}, false, true); err != nil {
 		testutil.SkipIfNotCapable(t, err, "SRQ resize (IB_SRQ_MAX_WR)")
