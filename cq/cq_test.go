@@ -218,7 +218,7 @@ func TestSharedChannel(t *testing.T) {
 	if err := p.B.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{testutil.SGE(p.B.MR, 0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.A.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, InlineData: []byte("hi")}}); err != nil {
+	if err := p.A.QP.PostSend([]verbs.SendWR{testutil.Carry(t, p.A.QP, verbs.SendWR{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled}, []byte("hi"))}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[*cq.CQ]bool{}
@@ -328,7 +328,7 @@ func TestReqNotifySolicitedOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	send := func(flags verbs.SendFlags) {
-		if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled | flags, InlineData: []byte("s")}}); err != nil {
+		if err := p.A.QP.PostSend([]verbs.SendWR{testutil.Carry(t, p.A.QP, verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendSignaled | flags}, []byte("s"))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -355,6 +355,7 @@ func TestReqNotifySolicitedOnly(t *testing.T) {
 func TestSharedChannelOrder(t *testing.T) {
 	p := testutil.NewPair(t, testutil.PairOptions{Channel: true})
 	ch := p.A.SendCQ.Channel()
+	msg := []verbs.SendWR{testutil.Carry(t, p.A.QP, verbs.SendWR{Opcode: verbs.WRSend}, []byte("o"))}
 	for round := 0; round < 20; round++ {
 		for _, c := range []*cq.CQ{p.A.SendCQ, p.B.RecvCQ} {
 			if err := c.ReqNotify(false); err != nil {
@@ -369,7 +370,7 @@ func TestSharedChannelOrder(t *testing.T) {
 		if err := p.B.QP.PostRecv([]verbs.RecvWR{{SGList: []verbs.SGE{testutil.SGE(p.B.MR, 0, 8)}}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, InlineData: []byte("o")}}); err != nil {
+		if err := p.A.QP.PostSend(msg); err != nil {
 			t.Fatal(err)
 		}
 		// Usually both events are queued by now and one wait drains

@@ -237,7 +237,7 @@ func TestConnectErrors(t *testing.T) {
 	if err := q.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{e.mem.SGE(100, 10)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, InlineData: []byte("to myself")}}); err != nil {
+	if err := q.PostSend([]verbs.SendWR{testutil.Carry(t, q, verbs.SendWR{WRID: 2, Opcode: verbs.WRSend}, []byte("to myself"))}); err != nil {
 		t.Fatal(err)
 	}
 	if wc := next(t, e.cq); wc.WRID != 1 || string(e.mem.Bytes()[100:109]) != "to myself" {

@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/provider"
@@ -181,7 +183,9 @@ func (q *QP) setState(s State) {
 	}
 }
 
-// New creates a QP in RESET.
+// New creates a QP in RESET. A QP type the kernel driver does not create
+// (CREATE_QP answers EOPNOTSUPP: vmw_pvrdma has no UC) fails with an error
+// matching both verbs.ErrNotCapable and unix.EOPNOTSUPP.
 func New(pd *verbs.PD, opts Options) (*QP, error) {
 	if err := validateOptions(pd, &opts); err != nil {
 		return nil, err
@@ -271,6 +275,9 @@ func (q *QP) create(opts Options) error {
 		prov.Release()
 		if errors.Is(err, uverbs.ErrClosed) {
 			return fmt.Errorf("qp: create: %w", verbs.ErrClosed)
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return fmt.Errorf("qp: create %s QP with %+v: %w (%w: the kernel driver creates no such QP)", opts.Type, c, err, verbs.ErrNotCapable)
 		}
 		return fmt.Errorf("qp: create %s QP with %+v: %w", opts.Type, c, err)
 	}

@@ -158,6 +158,7 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 		}
 		if !iwarp {
 			if s.QP, err = qp.New(pd, qp.Options{Type: o.Type, SendCQ: s.SendCQ, RecvCQ: s.RecvCQ, SRQ: o.SRQ, Caps: o.Caps}); err != nil {
+				SkipIfNotCapable(t, err, o.Type.String()+" QPs (CREATE_QP)")
 				t.Fatal(err)
 			}
 		}

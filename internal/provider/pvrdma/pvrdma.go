@@ -38,7 +38,6 @@
 package pvrdma
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -179,8 +178,10 @@ func align(v, a uintptr) uintptr { return (v + a - 1) &^ (a - 1) }
 // sysconf(_SC_PAGESIZE)); the kernel pins whole pages.
 var pageSize = uintptr(unix.Getpagesize())
 
-// errQueueSize is a queue the device cannot index.
-var errQueueSize = errors.New("pvrdma: queue size out of range")
+// errQueueSize is a queue the device cannot index. It matches
+// unix.EINVAL, the kernel's answer to a queue beyond the device's limits
+// on every other provider, which the provider's refusal stands in for.
+var errQueueSize = fmt.Errorf("pvrdma: queue size out of range: %w", unix.EINVAL)
 
 // allocBuf allocates size bytes (rounded up to whole pages) of zeroed,
 // page-aligned memory off the Go heap for a queue the kernel pins
