@@ -24,16 +24,7 @@ func TestErrorPathAllocs(t *testing.T) {
 	// Fill B's receive queue: nothing consumes it.
 	recv := []verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{testutil.SGE(p.B.MR, 0, 64)}}}
 	t.Run("RecvQueueFull", func(t *testing.T) {
-		depth := p.B.QP.Caps().MaxRecvWR
-		testutil.SkipUnlessCap(t, fillQueue(t, depth, func() error { return p.B.QP.PostRecv(recv) }),
-			fmt.Sprintf("a receive queue that fills (%d receives posted to a QP of max_recv_wr %d without ErrQueueFull)", fillLimit(depth), depth))
-		if n := testing.AllocsPerRun(100, func() {
-			if err := p.B.QP.PostRecv(recv); !errors.Is(err, verbs.ErrQueueFull) {
-				t.Fatalf("PostRecv to a full queue: %v", err)
-			}
-		}); n != 0 {
-			t.Errorf("PostRecv, queue full: %v allocations per call", n)
-		}
+		fullQueueAllocs(t, "receive", "max_recv_wr", p.B.QP.Caps().MaxRecvWR, func() error { return p.B.QP.PostRecv(recv) })
 	})
 	send := []verbs.SendWR{testutil.Carry(t, p.B.QP, verbs.SendWR{WRID: 2, Opcode: verbs.WRSend}, []byte("rnr"))}
 	t.Run("SendQueueFull", func(t *testing.T) {
@@ -43,16 +34,7 @@ func TestErrorPathAllocs(t *testing.T) {
 		nt := p.Ctx.Device().NodeType
 		testutil.SkipUnlessCap(t, nt.Transport() != verbs.TransportIWARP,
 			fmt.Sprintf("RNR retry, to hold a send queue full, on transport %s (node type %d)", nt.Transport(), nt))
-		depth := p.B.QP.Caps().MaxSendWR
-		testutil.SkipUnlessCap(t, fillQueue(t, depth, func() error { return p.B.QP.PostSend(send) }),
-			fmt.Sprintf("a send queue that fills (%d sends posted to a QP of max_send_wr %d without ErrQueueFull)", fillLimit(depth), depth))
-		if n := testing.AllocsPerRun(100, func() {
-			if err := p.B.QP.PostSend(send); !errors.Is(err, verbs.ErrQueueFull) {
-				t.Fatalf("PostSend to a full queue: %v", err)
-			}
-		}); n != 0 {
-			t.Errorf("PostSend, queue full: %v allocations per call", n)
-		}
+		fullQueueAllocs(t, "send", "max_send_wr", p.B.QP.Caps().MaxSendWR, func() error { return p.B.QP.PostSend(send) })
 		if pe, ok := verbs.IsPostError(p.B.QP.PostSend(send)); !ok || pe.Index != 0 || !errors.Is(pe, verbs.ErrQueueFull) {
 			t.Fatalf("full send queue: %v", pe)
 		}
@@ -69,6 +51,22 @@ func TestErrorPathAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("posting to a closed QP: %v allocations per call", n)
+	}
+}
+
+// fullQueueAllocs fills a queue of depth work requests (its QP's field)
+// through post, and skips, naming that, where it never fills; a post to
+// the full queue must then fail with ErrQueueFull and allocate nothing.
+func fullQueueAllocs(t *testing.T, queue, field string, depth int, post func() error) {
+	t.Helper()
+	testutil.SkipUnlessCap(t, fillQueue(t, depth, post),
+		fmt.Sprintf("a %s queue that fills (%d posts to a QP of %s %d without ErrQueueFull)", queue, fillLimit(depth), field, depth))
+	if n := testing.AllocsPerRun(100, func() {
+		if err := post(); !errors.Is(err, verbs.ErrQueueFull) {
+			t.Fatalf("posting to a full %s queue: %v", queue, err)
+		}
+	}); n != 0 {
+		t.Errorf("posting to a full %s queue: %v allocations per call", queue, n)
 	}
 }
 
