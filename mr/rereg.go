@@ -1,7 +1,6 @@
 package mr
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -93,10 +92,6 @@ func (m *MR) Rereg(attr ReregAttr) error {
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	if err := kobj.ContextOf(ctx).Do(&r); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("mr: rereg %s: the %s driver cannot re-register MRs so (%v): %w",
-				f, ctx.Device().Driver, err, verbs.ErrNotCapable)
-		}
 		return fmt.Errorf("mr: rereg %s: %w", f, err)
 	}
 	m.mem, m.pd, m.access, m.iova, m.size = mem, pd, access, iova, len(mem)

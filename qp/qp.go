@@ -31,8 +31,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/provider"
@@ -275,9 +273,6 @@ func (q *QP) create(opts Options) error {
 		prov.Release()
 		if errors.Is(err, uverbs.ErrClosed) {
 			return fmt.Errorf("qp: create: %w", verbs.ErrClosed)
-		}
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("qp: create %s QP with %+v: %w (%w: the kernel driver creates no such QP)", opts.Type, c, err, verbs.ErrNotCapable)
 		}
 		return fmt.Errorf("qp: create %s QP with %+v: %w", opts.Type, c, err)
 	}

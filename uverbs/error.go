@@ -20,6 +20,33 @@ func (e *OpError) Error() string { return "uverbs: " + e.Op + ": " + e.Err.Error
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }
 
+// Is makes errors.Is(err, ErrNotCapable) hold for an operation the kernel
+// refused with EOPNOTSUPP: the kernel driver has no such command or no
+// such kind of object (vmw_pvrdma's CREATE_AH and UC QPs, REREG_MR on
+// rxe and siw). Deciding it here keeps the object packages from each
+// testing the errno by hand.
+func (e *OpError) Is(target error) bool {
+	return target == ErrNotCapable && errors.Is(e.Err, unix.EOPNOTSUPP)
+}
+
+// ErrNotCapable is what an operation fails with when the device or its
+// kernel driver lacks what it needs: a capability the device does not
+// report, checked before anything reaches the kernel, or a command the
+// kernel refused with EOPNOTSUPP. errors.Is(ErrNotCapable,
+// unix.EOPNOTSUPP) holds. verbs.ErrNotCapable is this value.
+var ErrNotCapable error = &errnoSentinel{"the device does not report the capability", unix.EOPNOTSUPP}
+
+// errnoSentinel is a sentinel error that errors.Is also matches to its
+// errno.
+type errnoSentinel struct {
+	msg   string
+	errno unix.Errno
+}
+
+func (e *errnoSentinel) Error() string { return e.msg }
+
+func (e *errnoSentinel) Is(target error) bool { return target == e.errno }
+
 // ErrClosed is returned when an operation is attempted on a closed file
 // descriptor or object.
 var ErrClosed = errors.New("use of closed uverbs object")

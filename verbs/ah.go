@@ -1,7 +1,6 @@
 package verbs
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -84,9 +83,6 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
 	prov.Udata().Add(&r)
 	if err := c.do(&r); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			return nil, fmt.Errorf("%w (%w: no user address handles in the kernel driver)", err, ErrNotCapable)
-		}
 		return nil, err
 	}
 	ah := &AH{pd: pd, handle: resp.Handle, prov: prov}

@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/uverbs"
-	"golang.org/x/sys/unix"
 )
 
 // AtomicCap is the device's atomic operation guarantee (enum ibv_atomic_cap).
@@ -122,9 +121,11 @@ const (
 
 // ErrNotCapable is what an operation or access flag the device does not
 // report in its capability flags (DeviceAttr.DeviceCapFlagsEx) fails
-// with, before anything reaches the kernel; errors.Is also matches
-// unix.EOPNOTSUPP.
-var ErrNotCapable = &errnoError{"the device does not report the capability", unix.EOPNOTSUPP}
+// with, before anything reaches the kernel, and what every kernel command
+// refused with EOPNOTSUPP matches (the driver has no such command or
+// object: see uverbs.OpError.Is); errors.Is also matches
+// unix.EOPNOTSUPP. It is uverbs.ErrNotCapable.
+var ErrNotCapable = uverbs.ErrNotCapable
 
 // CapFlags returns the device's capability flags (DeviceAttr's
 // DeviceCapFlagsEx), queried once per Context.
