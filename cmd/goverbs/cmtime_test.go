@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -94,7 +93,7 @@ func TestCmtimeInterop(t *testing.T) {
 	}
 }
 
-// cqsOf counts the CQs the kernel lists (rdma resource show cq) for
+// cqsOf counts the CQs the kernel lists (rdma -j resource show cq) for
 // process pid. The kernel names the thread that created an object, so
 // every thread of the process counts.
 func cqsOf(t *testing.T, pid int) int {
@@ -103,14 +102,15 @@ func cqsOf(t *testing.T, pid int) int {
 	if err != nil {
 		t.Fatalf("threads of %d: %v", pid, err)
 	}
-	out, err := exec.Command(testutil.LookPath(t, "rdma"), "resource", "show", "cq").CombinedOutput()
+	testutil.LookPath(t, "rdma")
+	cqs, err := rdmaResources("cq")
 	if err != nil {
-		t.Fatalf("rdma resource show cq: %v: %s", err, out)
+		t.Fatal(err)
 	}
 	n := 0
-	for _, l := range strings.Split(string(out), "\n") {
-		f := strings.Fields(l)
-		if i := slices.Index(f, "pid"); i >= 0 && i+1 < len(f) && slices.ContainsFunc(tasks, func(e os.DirEntry) bool { return e.Name() == f[i+1] }) {
+	for _, cq := range cqs {
+		// JSON numbers decode as float64; a CQ of the kernel's own has no pid.
+		if p, ok := cq["pid"].(float64); ok && slices.ContainsFunc(tasks, func(e os.DirEntry) bool { return e.Name() == strconv.Itoa(int(p)) }) {
 			n++
 		}
 	}

@@ -205,17 +205,12 @@ func cmLines(s string) []string {
 // "UDP") listens on port, from rdma(8)'s resource list. Without the rdma
 // tool it says yes, and the client retries.
 func cmListening(t *testing.T, ps string, port int) bool {
-	rdma, err := exec.LookPath("rdma")
-	if err != nil {
+	if _, err := exec.LookPath("rdma"); err != nil {
 		return true
 	}
-	out, err := exec.Command(rdma, "-j", "resource", "show", "cm_id").Output()
+	ids, err := rdmaResources("cm_id")
 	if err != nil {
-		return true
-	}
-	var ids []map[string]any
-	if err := json.Unmarshal(out, &ids); err != nil {
-		t.Logf("rdma resource show cm_id: %v: %s", err, out)
+		t.Log(err)
 		return true
 	}
 	suffix := ":" + strconv.Itoa(port)
@@ -226,6 +221,25 @@ func cmListening(t *testing.T, ps string, port int) bool {
 		}
 	}
 	return false
+}
+
+// rdmaResources returns the kernel's objects of one kind (cm_id, cq, qp,
+// …) as iproute2's `rdma -j resource show KIND` reports them, one map
+// of its JSON fields per object.
+func rdmaResources(kind string) ([]map[string]any, error) {
+	rdma, err := exec.LookPath("rdma")
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(rdma, "-j", "resource", "show", kind).Output()
+	if err != nil {
+		return nil, fmt.Errorf("rdma resource show %s: %w", kind, err)
+	}
+	var objs []map[string]any
+	if err := json.Unmarshal(out, &objs); err != nil {
+		return nil, fmt.Errorf("rdma resource show %s: %w: %s", kind, err, out)
+	}
+	return objs, nil
 }
 
 // cmPair runs a server and then a client against it, and waits for both.

@@ -327,8 +327,7 @@ func (b *rpxBed) run(t *testing.T, c *rpxCase, cell rpxCell) {
 		tag, why := "siw", stall
 		if why != "" {
 			why += " (docs/providers.md, siw: who sends first)"
-		}
-		if why == "" {
+		} else {
 			why = b.siwFirstMessage(srv, srvErr, clis, errs)
 		}
 		if why == "" {
