@@ -89,6 +89,23 @@ type CQ struct {
 	waitEnd    func()
 }
 
+func init() { kobj.CleanCQ = func(c any, q provider.QP) { c.(*CQ).clean(q) } }
+
+// clean removes the provider QP q's completions from the ring, if the
+// provider keeps them in user memory (provider.CQCleaner), holding the
+// poll lock so that no Poll runs meanwhile. A closed CQ has nothing left
+// to clean.
+func (c *CQ) clean(q provider.QP) {
+	if _, ok := c.ring.(provider.CQCleaner); !ok {
+		return
+	}
+	if !c.pollLock.Lock() {
+		return
+	}
+	defer c.pollLock.Unlock()
+	c.ring.(provider.CQCleaner).Clean(q)
+}
+
 // ErrBadCQE is returned for a capacity outside what the device supports.
 var ErrBadCQE = errors.New("CQ size out of range")
 

@@ -175,9 +175,23 @@ var (
 func (q *QP) setState(s State) {
 	q.state = s
 	q.postState.Store(uint32(s))
-	if s == Reset && q.sqLock.Lock() {
-		q.sq.Reset()
-		q.sqLock.Unlock()
+	if s == Reset {
+		if q.sqLock.Lock() {
+			q.sq.Reset()
+			q.sqLock.Unlock()
+		}
+		q.cleanCQs()
+	}
+}
+
+// cleanCQs removes the QP's completions from its CQs where the provider
+// keeps them in user memory (provider.CQCleaner): after DESTROY_QP, and
+// after a MODIFY_QP to RESET, the device writes none of them again, and
+// rdma-core's providers of that shape drop those still queued.
+func (q *QP) cleanCQs() {
+	kobj.CleanCQ(q.sendCQ, q.prov)
+	if q.recvCQ != q.sendCQ {
+		kobj.CleanCQ(q.recvCQ, q.prov)
 	}
 }
 
@@ -422,6 +436,7 @@ func (q *QP) Close() error {
 	}
 	q.closed = true
 	kobj.ContextOf(q.pd.Context()).Untrack(q.track)
+	q.cleanCQs()
 	return q.prov.Release()
 }
 

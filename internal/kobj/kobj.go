@@ -51,6 +51,12 @@ var (
 	PostErrors func(op string) *provider.Errors
 )
 
+// CleanCQ removes the completions of the provider QP qp from the *cq.CQ
+// cq, under its poll lock, if its provider keeps them in user memory
+// (provider.CQCleaner); package qp calls it after destroying a QP and
+// after moving one to RESET. Package cq installs it in its init function.
+var CleanCQ func(cq any, qp provider.QP)
+
 // Kind orders the teardown of a Context's objects: lower kinds are
 // destroyed first.
 type Kind int

@@ -43,7 +43,9 @@
 //  4. The data path (below).
 //  5. Release, once the kernel object is destroyed, and also when the
 //     command or Start failed: unmap what Start mapped, free what New
-//     allocated. Nothing of the object is used afterwards.
+//     allocated. Nothing of the object is used afterwards. Before a QP's
+//     Release, a CQ whose ring lives in user memory removes the QP's
+//     completions ([CQCleaner]; also after a modify to RESET).
 //
 // A provider's objects of one context are made by the same [Context] and
 // may share its state: a hardware CQ, whose CQEs carry a QP number and a
@@ -278,6 +280,21 @@ type CQ interface {
 	Resize(cqe int, do func(Udata) error) error
 	// Release unmaps and frees the CQ's memory.
 	Release() error
+}
+
+// CQCleaner is implemented by a provider CQ whose ring lives in user
+// memory and that removes a QP's completions from it when the QP is
+// destroyed or moved back to RESET, as rdma-core's providers of that
+// shape do (pvrdma_cq_clean, mlx5_cq_clean). A completion left behind
+// would come out of a later Poll under a QP that no longer exists, whose
+// handle or number the device may by then have given to another QP, or
+// under the same QP after RESET, with a work request id from before it.
+// Package qp calls Clean with the provider's own QP (as its Context's
+// NewQP made it), holding the CQ's poll lock, once for each CQ of the QP,
+// after DESTROY_QP and after a MODIFY_QP to RESET succeeded. Providers
+// whose kernel owns the CQ ring (rxe, siw) do not implement it.
+type CQCleaner interface {
+	Clean(qp QP)
 }
 
 // QPAttr is what a provider needs to prepare a QP.

@@ -151,6 +151,47 @@ func decode(w *provider.WC, cqe *uverbs.PvrdmaCqe, qpn uint32) {
 	}
 }
 
+// The generic code finds Clean by this interface; the assertion keeps a
+// signature change from silently turning it off.
+var _ provider.CQCleaner = (*CQ)(nil)
+
+// Clean removes the completions of QP p from the ring and keeps the
+// others in order, as rdma-core's pvrdma_cq_clean_int: from the newest
+// back to the oldest, each CQE of another QP moves down to the next slot
+// free from the producer's end, and the consumer index then moves past
+// the slots p's CQEs left. The device writes only at and past the
+// producer index, which Clean leaves alone, so it runs while the device
+// goes on completing other QPs' work. Package cq calls it under the poll
+// lock (provider.CQCleaner); a QP of another provider, or one never
+// started, has nothing here.
+func (q *CQ) Clean(p provider.QP) {
+	v, ok := p.(*qp)
+	if !ok || !v.started || q.cqes == nil {
+		return
+	}
+	handle := v.handle & 0xffff
+	n, wrap := q.r.n, q.r.n<<1-1
+	tail := atomic.LoadUint32(q.r.prodTail)
+	head := *q.r.consHead // ours: only Poll and Clean move it
+	if !idxValid(tail, n) || !idxValid(head, n) {
+		return
+	}
+	dst := tail
+	for src := tail; src != head; {
+		src = (src - 1) & wrap
+		c := (*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(src&(n-1))*CQESize))
+		if uint32(c.Qp)&0xffff == handle {
+			continue
+		}
+		dst = (dst - 1) & wrap
+		if dst != src {
+			*(*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(dst&(n-1))*CQESize)) = *c
+		}
+	}
+	provider.StoreRelease(q.r.consHead, dst)
+	q.ready.Idle = dst
+}
+
 // Queued counts the completions the device wrote and Poll has not taken.
 func (q *CQ) Queued() int { return int(q.r.count()) }
 

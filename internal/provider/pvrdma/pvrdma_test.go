@@ -489,6 +489,57 @@ func TestCQ(t *testing.T) {
 	}
 }
 
+// TestCQClean removes a QP's completions (a destroyed or reset QP's) from
+// a ring that wraps, keeps the other QPs' in order, and leaves Ready and
+// Queued in step with the ring.
+func TestCQClean(t *testing.T) {
+	c, q, _ := newTestCQ(t) // 8 CQEs, indices modulo 16; QP handle 0x105 is QP 0x11
+	c.qps.store(0x206, 0x22)
+	a := &qp{handle: 0x105, started: true}
+	wc := make([]provider.WC, 8)
+	// Move the consumer index to 6 so that the CQEs below wrap.
+	for i := range 6 {
+		putCQE(q.mem, i, 0, 0x206, 0, 0, 0)
+	}
+	le.PutUint32(q.mem[8:], 6)
+	if n := q.Poll(wc); n != 6 {
+		t.Fatalf("polled %d", n)
+	}
+	// Slots 6, 7, 0, 1, 2 (indices 6 to 10): A, B, A, B, B.
+	for i, qpOf := range []uint64{0x105, 0x206, 0x105, 0x206, 0x206} {
+		putCQE(q.mem, (6+i)%8, uint64(i+1), qpOf, 0, 0, 0)
+	}
+	le.PutUint32(q.mem[8:], 11)
+	q.Clean(&qp{handle: 0x206}) // never started: nothing
+	if q.Queued() != 5 {
+		t.Fatalf("an unstarted QP's Clean changed the ring: %d queued", q.Queued())
+	}
+	q.Clean(a)
+	if q.Queued() != 3 || !q.Pending() || !q.Ready().Pending() || u32(q.mem, 8) != 11 {
+		t.Fatalf("after Clean: queued %d, pending %v, ready %v, prod_tail %d", q.Queued(), q.Pending(), q.Ready().Pending(), u32(q.mem, 8))
+	}
+	q.Clean(a) // nothing of A is left
+	if n := q.Poll(wc); n != 3 || wc[0].WRID != 2 || wc[1].WRID != 4 || wc[2].WRID != 5 || wc[0].QPNum != 0x22 {
+		t.Fatalf("polled %d: %+v", n, wc[:n])
+	}
+	// Only A's: Clean empties the ring.
+	putCQE(q.mem, 3, 9, 0x105, 0, 0, 0)
+	le.PutUint32(q.mem[8:], 12)
+	q.Clean(a)
+	if q.Queued() != 0 || q.Pending() || q.Ready().Pending() || u32(q.mem, 12) != 12 {
+		t.Fatalf("after cleaning the only CQE: queued %d, pending %v, cons_head %d", q.Queued(), q.Pending(), u32(q.mem, 12))
+	}
+	if n := q.Poll(wc); n != 0 {
+		t.Fatalf("polled %d after Clean", n)
+	}
+	// An invalid ring state is left alone.
+	le.PutUint32(q.mem[8:], 77)
+	q.Clean(a)
+	if u32(q.mem, 12) != 12 {
+		t.Errorf("Clean moved cons_head of an invalid ring to %d", u32(q.mem, 12))
+	}
+}
+
 // TestCQReady checks the emptiness test the generic Poll reads before it
 // calls Poll: it must say "pending" exactly when Pending does, with a full
 // ring, after a CQE Poll drops, and across both wraps of the indices
