@@ -256,27 +256,45 @@ test-siw: bed-test-siw
 	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/siw.log | sed 's/^/test-siw: /'
 	@hack/vm/check-integration-log.sh $(LOGDIR)/siw.log | sed 's/^/test-siw: /'; exit $${PIPESTATUS[0]}
 
-## test-pvrdma: PVRDMA_PKGS' tests on vmw_pvrdma0, qemu 7.2's paravirtual
-## RDMA device, in the nested bed (hack/vm/pvrdma-outer.sh: an outer guest
-## lends rxe0 to qemu's pvrdma backend, the tests run in the inner guest;
-## docs in run.sh). One package binary at a time (-p 1): each boots both
-## guests, TCG in TCG. Not in TEST_STAGES yet: the pvrdma provider is not.
+## test-pvrdma: tests on vmw_pvrdma0, qemu 7.2's paravirtual RDMA device,
+## in the nested bed (hack/vm/pvrdma-outer.sh: an outer guest lends rxe0 to
+## qemu's pvrdma backend, the tests run in the inner guest; docs in run.sh),
+## all in ONE boot of the two guests (hack/vm/batch.sh): a boot costs 5 to 9
+## minutes, TCG in TCG. PVRDMA_SET's entries are PKG@RUN@SKIP (batch.sh):
+## every verbs test; devinfo, and the rc and srq ping-pongs against
+## rdma-core's tools on libvmw_pvrdma, both ways; srq's tests but those
+## that need what qemu 7.2's model gets wrong (QUERY_SRQ and the SRQ limit,
+## receives taken off the ring at once: docs/providers.md, where each is
+## traced in qemu's source). Not in TEST_STAGES: it would take CI past its
+## 75 minutes (README, "Test bed").
+## test-pvrdma-full: PVRDMA_FULL_PKGS, every test, one boot per package
+## (go test -exec hack/vm/pvrdma-test-exec); what the model cannot do fails
+## there, as docs/providers.md lists.
 ## Smoke of the bed alone: GOVERBS_PROVIDER=pvrdma GOVERBS_KERNEL=6.1
 ## hack/vm/run.sh -- hack/vm/pvrdma-smoke.sh
 PVRDMA_KERNEL ?= 6.1
-PVRDMA_PKGS ?= ./verbs/
+PVRDMA_SET ?= ./verbs \
+	'./cmd/goverbs@^(TestDevinfoMatchesIbvDevinfo|TestPingpongInterop)$$' \
+	'./srq@@^(TestSRQSharedByQPs|TestSRQLimitEvent|TestSRQResizeQueryAndFull)$$'
+PVRDMA_FULL_PKGS ?= ./verbs/ ./cq/ ./qp/ ./srq/ ./mr/ ./cm/ ./cmd/goverbs/
 PVRDMA_TIMEOUT ?= 50m
-.PHONY: bed-test-pvrdma test-pvrdma
+.PHONY: bed-test-pvrdma test-pvrdma test-pvrdma-full
 bed-test-pvrdma:
 	GOVERBS_PROVIDER=pvrdma GOVERBS_KERNEL=$(PVRDMA_KERNEL) hack/vm/run.sh --prepare
 test-pvrdma: bed-test-pvrdma
 	@mkdir -p $(LOGDIR)
-	@echo "== pvrdma on kernel $(PVRDMA_KERNEL)"
+	@echo "== pvrdma on kernel $(PVRDMA_KERNEL), one boot"
 	@set -o pipefail; start=$$SECONDS; \
-	GOVERBS_VM_TIMEOUT=3600 GOVERBS_KERNEL=$(PVRDMA_KERNEL) $(GO) test -count=1 -p 1 -v -timeout $(PVRDMA_TIMEOUT) -exec $(CURDIR)/hack/vm/pvrdma-test-exec $(PVRDMA_PKGS) 2>&1 | tee $(LOGDIR)/pvrdma.log; \
+	GOVERBS_PROVIDER=pvrdma GOVERBS_VM_TIMEOUT=5400 GOVERBS_KERNEL=$(PVRDMA_KERNEL) GO=$(GO) hack/vm/batch.sh -timeout $(PVRDMA_TIMEOUT) $(PVRDMA_SET) 2>&1 | tee $(LOGDIR)/pvrdma.log; \
 	rc=$$?; echo "test-pvrdma: $$((SECONDS - start)) s"; exit $$rc
 	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/pvrdma.log | sed 's/^/test-pvrdma: /'
 	@hack/vm/check-integration-log.sh $(LOGDIR)/pvrdma.log | sed 's/^/test-pvrdma: /'; exit $${PIPESTATUS[0]}
+test-pvrdma-full: bed-test-pvrdma
+	@mkdir -p $(LOGDIR)
+	@echo "== pvrdma on kernel $(PVRDMA_KERNEL), every test, one boot per package"
+	@set -o pipefail; start=$$SECONDS; \
+	GOVERBS_VM_TIMEOUT=3600 GOVERBS_KERNEL=$(PVRDMA_KERNEL) $(GO) test -count=1 -p 1 -v -timeout $(PVRDMA_TIMEOUT) -exec $(CURDIR)/hack/vm/pvrdma-test-exec $(PVRDMA_FULL_PKGS) 2>&1 | tee $(LOGDIR)/pvrdma-full.log; \
+	rc=$$?; echo "test-pvrdma-full: $$((SECONDS - start)) s"; exit $$rc
 
 clean:
 	rm -rf bin .cache/test
