@@ -295,8 +295,14 @@ func TestPerfInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// RDMA WRITE is reported like on any device, but qemu's pvrdma model
+	// carries it as a SEND: its cases would hang in RNR retries.
+	writes := !testutil.HasModelBug(t, bed.ctx, testutil.QemuPvrdmaSendOnly)
 	for _, c := range cases {
 		test, _ := perf.Lookup(c.test)
+		if test.Verb == perf.Write && !writes {
+			continue
+		}
 		for _, impls := range perfImplPairs {
 			if impls[0] == impls[1] && len(c.args) > 0 && !c.goGo {
 				continue
@@ -306,6 +312,10 @@ func TestPerfInterop(t *testing.T) {
 				if test.Verb == perf.Atomic {
 					testutil.SkipUnlessCap(t, attr.AtomicCap != verbs.AtomicNone,
 						"atomic operations (atomic_cap "+attr.AtomicCap.String()+")")
+				}
+				if test.Verb == perf.Read {
+					testutil.SkipUnlessCap(t, attr.MaxQPRDAtomic > 0 && attr.MaxQPInitRDAtomic > 0,
+						fmt.Sprintf("RDMA READ (max_qp_rd_atom %d, max_qp_init_rd_atom %d)", attr.MaxQPRDAtomic, attr.MaxQPInitRDAtomic))
 				}
 				args := append([]string{"-n", strconv.Itoa(iters)}, c.args...)
 				server, client := bed.pair(t, test, impls[0], impls[1], args...)

@@ -16,8 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/proc"
+	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -43,6 +45,18 @@ type ppBed struct {
 	addr    string
 	mtu     int // active MTU of port 1, in bytes
 	taskset string
+	// lacks holds, per transport, what the device lacks to run it, as its
+	// own answers say (see offers); events is false where completion
+	// events never come (a model bug nothing the device reports reveals).
+	lacks  map[string]lack
+	events bool
+}
+
+// lack is the device's answer to a create call a transport needs
+// (verbs.ErrNotCapable when it lacks it) and the capability it names.
+type lack struct {
+	err        error
+	capability string
 }
 
 func newPPBed(t *testing.T) *ppBed {
@@ -61,7 +75,12 @@ func newPPBed(t *testing.T) *ppBed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &ppBed{dev: dev.Name, gid: gid, addr: testutil.Addr(t), mtu: port.ActiveMTU.Bytes()}
+	b := &ppBed{dev: dev.Name, gid: gid, addr: testutil.Addr(t), mtu: port.ActiveMTU.Bytes(), lacks: map[string]lack{}}
+	for _, typ := range []string{"uc", "ud"} {
+		b.lacks[typ] = offers(t, ctx, typ)
+	}
+	// Both ends of -e sleep on events of a CQ armed for every completion.
+	b.events = !testutil.HasModelBug(t, ctx, testutil.QemuPvrdmaArmDisarms)
 	for _, typ := range []string{"rc", "uc", "ud", "srq"} {
 		testutil.LookPath(t, "ibv_"+typ+"_pingpong")
 	}
@@ -71,6 +90,60 @@ func newPPBed(t *testing.T) *ppBed {
 		t.Logf("no taskset: the ends are not pinned (%v)", err)
 	}
 	return b
+}
+
+// offers asks the device for what a pingpong of transport typ creates
+// beyond an RC QP: a UC QP (CREATE_QP), a UD QP and an address handle
+// (CREATE_AH; the Go side's AHs come from the kernel). It returns the
+// first refusal, verbs.ErrNotCapable where the device lacks it (qemu's
+// pvrdma model: no UC; vmw_pvrdma: no kernel AHs).
+func offers(t *testing.T, ctx *verbs.Context, typ string) lack {
+	t.Helper()
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	c, err := cq.New(ctx, cq.Options{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	qt := map[string]qp.Type{"uc": qp.UC, "ud": qp.UD}[typ]
+	q, err := qp.New(pd, qp.Options{Type: qt, SendCQ: c, RecvCQ: c, Caps: qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return lack{err, strings.ToUpper(typ) + " QPs (CREATE_QP)"}
+	}
+	q.Close()
+	if typ == "ud" {
+		path := testutil.Path(t, ctx)
+		ah, err := pd.CreateAH(&path)
+		if err != nil {
+			return lack{err, "address handles from the kernel (CREATE_AH), which the Go side's UD uses"}
+		}
+		ah.Close()
+	}
+	return lack{}
+}
+
+// skipUnlessOffers skips the test where the device refused what typ
+// needs as not capable, and fails it on any other refusal.
+func (b *ppBed) skipUnlessOffers(t *testing.T, typ string) {
+	t.Helper()
+	l := b.lacks[typ]
+	testutil.SkipIfNotCapable(t, l.err, l.capability)
+	if l.err != nil {
+		t.Fatalf("%s: %v", l.capability, l.err)
+	}
+}
+
+// eventModes is whether to sleep on completion events (-e), both ways
+// where the device raises them.
+func (b *ppBed) eventModes() []bool {
+	if !b.events {
+		return []bool{false}
+	}
+	return []bool{false, true}
 }
 
 var ppNextPort = 18600
@@ -244,7 +317,7 @@ func TestPingpongInterop(t *testing.T) {
 			qps = 16 // the C tool's default
 		}
 		for _, impls := range ppImplPairs {
-			for _, events := range []bool{false, true} {
+			for _, events := range bed.eventModes() {
 				for _, size := range sizes {
 					args := []string{"-n", strconv.Itoa(iters), "-s", strconv.Itoa(size)}
 					name := fmt.Sprintf("%s/%s-server/%s-client/s%d", typ, impls[0], impls[1], size)
@@ -253,6 +326,7 @@ func TestPingpongInterop(t *testing.T) {
 						name += "/events"
 					}
 					t.Run(name, func(t *testing.T) {
+						bed.skipUnlessOffers(t, typ)
 						server, client := bed.pair(t, typ, impls[0], impls[1], args...)
 						checkPair(t, typ, size, iters, qps, bed, server, client)
 					})
@@ -279,6 +353,7 @@ func TestPingpongRxDepth(t *testing.T) {
 	} {
 		for _, impls := range ppImplPairs[1:] {
 			t.Run(fmt.Sprintf("%s/%s-server/%s", c.typ, impls[0], strings.Join(c.args, "")), func(t *testing.T) {
+				bed.skipUnlessOffers(t, c.typ)
 				args := append([]string{"-n", "200"}, c.args...)
 				size := 4096
 				if c.typ == "ud" {
@@ -306,6 +381,7 @@ func TestPingpongValidate(t *testing.T) {
 		pages := (size + page - 1) / page
 		for _, impls := range ppImplPairs {
 			t.Run(fmt.Sprintf("%s/%s-server/%s-client", typ, impls[0], impls[1]), func(t *testing.T) {
+				bed.skipUnlessOffers(t, typ)
 				args := []string{"-n", "20", "-s", strconv.Itoa(size), "-c"}
 				server, client := bed.pair(t, typ, impls[0], impls[1], args...)
 				so, co := checkPair(t, typ, size, 20, map[bool]int{true: 16, false: 1}[typ == "srq"], bed, server, client)
@@ -317,6 +393,7 @@ func TestPingpongValidate(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%s-server/%s-client/client-without-c", typ, impls[0], impls[1]), func(t *testing.T) {
+				bed.skipUnlessOffers(t, typ)
 				port := ppPort()
 				common := []string{"-d", bed.dev, "-g", strconv.Itoa(bed.gid), "-p", strconv.Itoa(port), "-n", "20", "-s", strconv.Itoa(size)}
 				server := bed.start(t, impls[0], typ, 0, append(common, "-c")...)

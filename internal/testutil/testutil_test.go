@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // No test skips by itself: a skip goes through Unavailable (which fails
@@ -83,5 +85,29 @@ func TestSkipUnlessCap(t *testing.T) {
 	SkipUnlessCap(&r, false, " ")
 	if r.failed == "" {
 		t.Fatal("a skip naming no capability did not fail")
+	}
+}
+
+// qemu's pvrdma model is told from VMware's device by the capabilities
+// it leaves unset, and from other devices by the driver.
+func TestQemuPvrdma(t *testing.T) {
+	model := verbs.DeviceAttr{VendorPartID: 0x0820}
+	vmware := model
+	vmware.VendorID, vmware.MaxQPRDAtomic, vmware.MaxQPInitRDAtomic = 0x15ad, 16, 16
+	var zero verbs.DeviceAttr
+	for _, c := range []struct {
+		name string
+		drv  verbs.Driver
+		a    verbs.DeviceAttr
+		want bool
+	}{
+		{"qemu model", verbs.DriverPVRDMA, model, true},
+		{"VMware device", verbs.DriverPVRDMA, vmware, false},
+		{"rxe, zero attributes", verbs.DriverRXE, zero, false},
+		{"siw, zero attributes", verbs.DriverSIW, zero, false},
+	} {
+		if got := qemuPvrdma(c.drv, &c.a); got != c.want {
+			t.Errorf("%s: qemuPvrdma %v, want %v", c.name, got, c.want)
+		}
 	}
 }
