@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -265,6 +266,31 @@ func TestConnectAcceptExchangeDisconnect(t *testing.T) {
 	}
 	if got := testutil.Resources(t, dev)["cm_id"]; got != base["cm_id"] {
 		t.Errorf("cm_id count %d after closing, before %d", got, base["cm_id"])
+	}
+}
+
+// A read depth given explicitly above what the device supports is
+// refused with EINVAL before anything is sent, as librdmacm's
+// ucma_valid_param refuses it; MaxRDAtomic asks for the device's maximum
+// and is not refused.
+func TestConnectDepthAboveDevice(t *testing.T) {
+	srvCh, cliCh := channel(t), channel(t)
+	_, addr := listen(t, srvCh, cm.TCP)
+	cli := setup(t, dial(t, cliCh, cm.TCP, addr))
+	a, err := cli.id.Context().QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.SkipUnlessCap(t, a.MaxQPRDAtomic < 254 && a.MaxQPInitRDAtomic < 254,
+		fmt.Sprintf("a read depth above the device's maximum below MaxRDAtomic (max_qp_rd_atom %d, max_qp_init_rd_atom %d)", a.MaxQPRDAtomic, a.MaxQPInitRDAtomic))
+	for _, p := range []cm.ConnParam{
+		{ResponderResources: uint8(a.MaxQPRDAtomic + 1), InitiatorDepth: cm.MaxRDAtomic},
+		{ResponderResources: cm.MaxRDAtomic, InitiatorDepth: uint8(a.MaxQPInitRDAtomic + 1)},
+		{ResponderResources: uint8(a.MaxQPRDAtomic + 1), Exact: true},
+	} {
+		if _, err := cli.id.Connect(timeout(t), p); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("Connect with depths %d/%d (device %d/%d): %v, want EINVAL", p.ResponderResources, p.InitiatorDepth, a.MaxQPRDAtomic, a.MaxQPInitRDAtomic, err)
+		}
 	}
 }
 

@@ -62,9 +62,13 @@ type ConnParam struct {
 	// bytes on connect, 196 on accept, 148 on reject over IP); received
 	// zero-padded to the CM message's full size, so applications frame
 	// their own length: see EncodePrivateData.
-	PrivateData        []byte
-	ResponderResources uint8 // RDMA reads/atomics the peer may have outstanding at us
-	InitiatorDepth     uint8 // RDMA reads/atomics we may have outstanding at the peer
+	PrivateData []byte
+	// The read depths: RDMA reads/atomics the peer may have outstanding
+	// at us, and we at the peer. MaxRDAtomic asks for the device's
+	// maximum; on a TCP ID a value above that maximum fails with
+	// unix.EINVAL, as librdmacm refuses it (ucma_valid_param).
+	ResponderResources uint8
+	InitiatorDepth     uint8
 	FlowControl        uint8
 	RetryCount         uint8 // transport retries (default 7)
 	RNRRetryCount      uint8 // RNR retries (default 7: infinite)

@@ -536,10 +536,17 @@ const MaxRDAtomic = 255
 // defaults fills the zero fields of p the way librdmacm treats a NULL
 // conn_param (unless p.Exact): read depths from the peer's request when
 // accepting, the device's maximum when connecting; 7 retries and
-// infinite RNR retries. It then caps the read depths at what the device
-// supports, as librdmacm does. A zero MinRNRTimer becomes
-// qp.DefaultMinRNRTimer, Exact or not (it is not sent to the peer).
+// infinite RNR retries. It then caps the read depths so filled, and
+// MaxRDAtomic, at what the device supports, as librdmacm does. A depth
+// the caller gave explicitly that exceeds the device's maximum fails with
+// EINVAL on a TCP (RC) ID, as librdmacm's ucma_valid_param refuses it. A
+// zero MinRNRTimer becomes qp.DefaultMinRNRTimer, Exact or not (it is not
+// sent to the peer).
 func (id *ID) defaults(p *ConnParam, accept bool) error {
+	// Depths the caller chose: neither left zero for defaults nor
+	// MaxRDAtomic ("the device's maximum").
+	givenResp := p.ResponderResources != MaxRDAtomic && (p.Exact || p.ResponderResources != 0)
+	givenInit := p.InitiatorDepth != MaxRDAtomic && (p.Exact || p.InitiatorDepth != 0)
 	if p.MinRNRTimer == 0 {
 		p.MinRNRTimer = qp.DefaultMinRNRTimer
 	}
@@ -579,6 +586,14 @@ func (id *ID) defaults(p *ConnParam, accept bool) error {
 	a, err := dev.QueryDevice()
 	if err != nil {
 		return err
+	}
+	if id.ps == TCP {
+		if givenResp && int(p.ResponderResources) > a.MaxQPRDAtomic {
+			return fmt.Errorf("cm: %d responder resources, above the device's %d: %w", p.ResponderResources, a.MaxQPRDAtomic, unix.EINVAL)
+		}
+		if givenInit && int(p.InitiatorDepth) > a.MaxQPInitRDAtomic {
+			return fmt.Errorf("cm: initiator depth %d, above the device's %d: %w", p.InitiatorDepth, a.MaxQPInitRDAtomic, unix.EINVAL)
+		}
 	}
 	p.ResponderResources = uint8(min(int(p.ResponderResources), a.MaxQPRDAtomic, 255))
 	p.InitiatorDepth = uint8(min(int(p.InitiatorDepth), a.MaxQPInitRDAtomic, 255))
