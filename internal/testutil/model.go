@@ -19,9 +19,11 @@ const (
 	// QemuPvrdmaArmDisarms: qemu 7.2's pvrdma model turns the CQ
 	// doorbell's SOLICITED bit into its notify flag, and notify 0 means
 	// "clear", so a CQ armed for every completion (ibv_req_notify_cq(cq,
-	// 0), cq.CQ.ReqNotify(false)) is disarmed and never raises an event:
-	// whatever sleeps on completion events (ibv_*_pingpong -e, goverbs
-	// pingpong -e) waits for ever, C and Go alike.
+	// 0), cq.CQ.ReqNotify(false)) is disarmed and never raises an event;
+	// an arm for solicited completions only (ARM_SOL without ARM) reaches
+	// nothing but a trace point. Whatever sleeps on completion events
+	// (ibv_*_pingpong -e, goverbs pingpong -e) waits for ever, C and Go
+	// alike.
 	QemuPvrdmaArmDisarms ModelBug = "qemu pvrdma model: a CQ armed without solicited never raises a completion event " +
 		"(hw/rdma/vmw/pvrdma_main.c uar_write -> rdma_rm_req_notify_cq; docs/providers.md, \"pvrdma\")"
 
