@@ -1,9 +1,11 @@
 package uverbs
 
 import (
+	"errors"
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +18,9 @@ type FD struct {
 	mu      sync.RWMutex
 	raw     int
 	cleanup runtime.Cleanup
+	// noSignals: Use runs f with every signal blocked on its thread
+	// (BlockSignalsInUse).
+	noSignals atomic.Bool
 }
 
 // NewFD takes ownership of raw.
@@ -47,7 +52,45 @@ func (fd *FD) Use(f func(raw int) error) error {
 	if fd.raw < 0 {
 		return ErrClosed
 	}
+	if fd.noSignals.Load() {
+		return withSignalsBlocked(fd.raw, f)
+	}
 	return f(fd.raw)
+}
+
+// BlockSignalsInUse makes every later Use run f with all signals blocked
+// on the calling thread, for a device whose driver waits for the device's
+// answer to a command interruptibly and reports an interrupted wait as a
+// failed command although the device may still carry it out (vmw_pvrdma's
+// pvrdma_cmd_recv returns ETIMEDOUT on -ERESTARTSYS). A Go program gets
+// signals that a C program does not: the runtime preempts a goroutine
+// with SIGURG, and one sent as the goroutine enters the system call
+// interrupts the wait. A signal blocked meanwhile stays pending and is
+// handled once Use restores the mask.
+func (fd *FD) BlockSignalsInUse() { fd.noSignals.Store(true) }
+
+// withSignalsBlocked runs f(raw) on a locked thread with every signal
+// blocked, and restores the thread's mask after.
+func withSignalsBlocked(raw int, f func(raw int) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all, old unix.Sigset_t
+	for i := range all.Val {
+		all.Val[i] = ^all.Val[i]
+	}
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
+		return wrap("rt_sigprocmask", err)
+	}
+	err := f(raw)
+	if rerr := unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil); rerr != nil {
+		// The thread would stay deaf to signals, so it must not run other
+		// goroutines: one more lock than unlock keeps it wired to this
+		// goroutine, and the runtime ends a thread still locked when its
+		// goroutine exits.
+		runtime.LockOSThread()
+		return errors.Join(err, wrap("rt_sigprocmask", rerr))
+	}
+	return err
 }
 
 // Close closes the descriptor. Closing twice is not an error.

@@ -69,6 +69,9 @@ func OpenDevice(dev Device) (*Context, error) {
 		return nil, fmt.Errorf("verbs: open %s: %w", dev.Path, err)
 	}
 	fd := uverbs.NewFD(raw)
+	if prov.InterruptibleCommands {
+		fd.BlockSignalsInUse()
+	}
 	if err := checkUverbs(raw, dev); err != nil {
 		fd.Close()
 		return nil, err

@@ -143,6 +143,13 @@ type Provider struct {
 	// the uverbs descriptor fd, before GET_CONTEXT. The provider keeps fd
 	// to map its queues; it stays open until after Context.Close.
 	Open func(fd *uverbs.FD) Context
+	// InterruptibleCommands is set when the driver waits for the
+	// device's answer to a command interruptibly and fails the command
+	// when a signal interrupts the wait, although the device may still
+	// carry it out. Every command on such a device runs with signals
+	// blocked on its thread (uverbs.FD.BlockSignalsInUse), from
+	// GET_CONTEXT on.
+	InterruptibleCommands bool
 }
 
 // Udata is the driver-specific data of one command: In is sent as

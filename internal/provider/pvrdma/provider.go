@@ -11,7 +11,15 @@ import (
 )
 
 // Provider is pvrdma's entry in the registry.
-var Provider = provider.Provider{Driver: uverbs.RDMA_DRIVER_VMW_PVRDMA, Open: open}
+//
+// vmw_pvrdma waits for each command's answer interruptibly
+// (pvrdma_cmd_recv: wait_for_completion_interruptible_timeout) and turns
+// an interrupted wait into ETIMEDOUT while the device may still create
+// the object: seen on the bed as GET_CONTEXT, ALLOC_PD and CREATE_CQ
+// failing with "connection timed out" when the Go runtime's preemption
+// signal arrived as the command went in. So its commands run with
+// signals blocked.
+var Provider = provider.Provider{Driver: uverbs.RDMA_DRIVER_VMW_PVRDMA, Open: open, InterruptibleCommands: true}
 
 // ucontext is pvrdma's provider.Context.
 type ucontext struct {
