@@ -96,14 +96,12 @@ func init() { kobj.CleanCQ = func(c any, q provider.QP) { c.(*CQ).clean(q) } }
 // poll lock so that no Poll runs meanwhile. A closed CQ has nothing left
 // to clean.
 func (c *CQ) clean(q provider.QP) {
-	if _, ok := c.ring.(provider.CQCleaner); !ok {
-		return
-	}
-	if !c.pollLock.Lock() {
+	cl, ok := c.ring.(provider.CQCleaner)
+	if !ok || !c.pollLock.Lock() {
 		return
 	}
 	defer c.pollLock.Unlock()
-	c.ring.(provider.CQCleaner).Clean(q)
+	cl.Clean(q)
 }
 
 // ErrBadCQE is returned for a capacity outside what the device supports.

@@ -116,7 +116,7 @@ func (q *CQ) Poll(wc []provider.WC) int {
 			ringDoorbell(q.db, q.cqn|uarCQPoll)
 			continue
 		}
-		cqe := (*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(slot)*CQESize))
+		cqe := q.cqe(slot)
 		qpn, ok := q.qps.lookup(uint32(cqe.Qp))
 		if ok {
 			decode(&wc[n], cqe, qpn)
@@ -126,6 +126,11 @@ func (q *CQ) Poll(wc []provider.WC) int {
 	}
 	q.ready.Idle = *q.r.consHead // ours: only Poll moves it
 	return n
+}
+
+// cqe is the CQE in ring slot slot (below the ring's size).
+func (q *CQ) cqe(slot uint32) *uverbs.PvrdmaCqe {
+	return (*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(slot)*CQESize))
 }
 
 // decode fills w from the CQE of QP qpn (rdma-core's pvrdma_poll_one, plus
@@ -179,13 +184,13 @@ func (q *CQ) Clean(p provider.QP) {
 	dst := tail
 	for src := tail; src != head; {
 		src = (src - 1) & wrap
-		c := (*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(src&(n-1))*CQESize))
+		c := q.cqe(src & (n - 1))
 		if uint32(c.Qp)&0xffff == handle {
 			continue
 		}
 		dst = (dst - 1) & wrap
 		if dst != src {
-			*(*uverbs.PvrdmaCqe)(unsafe.Add(q.cqes, uintptr(dst&(n-1))*CQESize)) = *c
+			*q.cqe(dst & (n - 1)) = *c
 		}
 	}
 	provider.StoreRelease(q.r.consHead, dst)
