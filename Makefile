@@ -33,7 +33,7 @@ MODULES  ?= rsocket/nettest examples/grpc
 # one even when an earlier one failed; the status is the last failure's.
 in-modules = rc=0; for m in $(MODULES); do echo "== module $$m: $(1)"; (cd $$m && $(1)) || rc=$$?; done; exit $$rc
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-cmtime bench-rstream fuzz fuzz-long build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream fuzz fuzz-long build clean
 
 all: build
 
@@ -150,26 +150,43 @@ demo: deps build
 	GOVERBS_KERNEL=$(firstword $(KERNELS)) hack/vm/run.sh -- hack/demo.sh $(GOVERBS)
 
 ## bench: one table from one VM boot (6.1 unless GOVERBS_KERNEL): C (libibverbs) vs goverbs vs cgo, interleaved rounds, median per-round ratios
+BENCH_OUT ?= $(CURDIR)/.cache/bench
+# BENCH_ROWS: row-name prefixes to run (bench/run.sh); empty runs every row.
+BENCH_ROWS ?=
+BENCH_ROUNDS ?= 7
 bench:
-	@mkdir -p $(CURDIR)/.cache/bench
-	gcc -O2 -Wall -o $(CURDIR)/.cache/bench/bench-c bench/c/main.c bench/c/bench.c -libverbs -lpthread
-	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/bench-go ./bench/go
-	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(CURDIR)/.cache/bench/bench-cgo .
+	@mkdir -p $(BENCH_OUT)
+	gcc -O2 -Wall -o $(BENCH_OUT)/bench-c bench/c/main.c bench/c/bench.c -libverbs -lpthread
+	CGO_ENABLED=0 $(GO) build -o $(BENCH_OUT)/bench-go ./bench/go
+	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cgo .
 	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
-	@rm -f $(CURDIR)/.cache/bench/bench-cunpinned $(CURDIR)/.cache/bench/bench-gounpinned $(CURDIR)/.cache/bench/bench-cthread $(CURDIR)/.cache/bench/bench-gonopreempt
+	@rm -f $(BENCH_OUT)/bench-cunpinned $(BENCH_OUT)/bench-gounpinned $(BENCH_OUT)/bench-cthread $(BENCH_OUT)/bench-gonopreempt
 	@if [ -n "$${BENCH_UNPINNED:-}" ]; then for i in c go; do \
-		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(CURDIR)/.cache/bench/bench-$${i}unpinned; \
-		chmod +x $(CURDIR)/.cache/bench/bench-$${i}unpinned; done; fi
+		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(BENCH_OUT)/bench-$${i}unpinned; \
+		chmod +x $(BENCH_OUT)/bench-$${i}unpinned; done; fi
 	@# BENCH_C_THREAD=1 adds a C column whose process has a second, idle thread (as every Go program has)
 	@if [ -n "$${BENCH_C_THREAD:-}" ]; then \
-		printf '#!/bin/sh\nBENCH_C_THREAD=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(CURDIR)/.cache/bench/bench-cthread; \
-		chmod +x $(CURDIR)/.cache/bench/bench-cthread; fi
+		printf '#!/bin/sh\nBENCH_C_THREAD=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(BENCH_OUT)/bench-cthread; \
+		chmod +x $(BENCH_OUT)/bench-cthread; fi
 	@# BENCH_GO_NOPREEMPT=1 adds a Go column run with GODEBUG=asyncpreemptoff=1 (no preemption signals)
 	@if [ -n "$${BENCH_GO_NOPREEMPT:-}" ]; then \
-		printf '#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec "$$(dirname "$$0")/bench-go" "$$@"\n' > $(CURDIR)/.cache/bench/bench-gonopreempt; \
-		chmod +x $(CURDIR)/.cache/bench/bench-gonopreempt; fi
-	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(CURDIR)/.cache/bench $${BENCH_ROUNDS:-7} | tee $(CURDIR)/.cache/bench/raw.txt
-	$(GO) run ./bench/report < $(CURDIR)/.cache/bench/raw.txt | tee $(CURDIR)/.cache/bench/table.md
+		printf '#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec "$$(dirname "$$0")/bench-go" "$$@"\n' > $(BENCH_OUT)/bench-gonopreempt; \
+		chmod +x $(BENCH_OUT)/bench-gonopreempt; fi
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(BENCH_OUT) $(BENCH_ROUNDS) $(BENCH_ROWS) | tee $(BENCH_OUT)/raw.txt
+	$(GO) run ./bench/report < $(BENCH_OUT)/raw.txt | tee $(BENCH_OUT)/table.md
+
+## bench-pvrdma: the bench in the nested pvrdma bed (6.1), C on libvmw_pvrdma
+## vs goverbs vs cgo, into .cache/bench-pvrdma. Only the rows qemu 7.2's
+## model can run: it turns every work request into a SEND (docs/providers.md),
+## so no RDMA WRITE rows, and post_recv_rts for post_recv (whose reset
+## leaks the model's receive contexts); the _list32 rows post 32 WRs per
+## doorbell.
+PVRDMA_BENCH_ROUNDS ?= 5
+PVRDMA_BENCH_ROWS ?= post_recv_rts poll_cq_empty post_send_send round_send pingpong msgrate_send
+bench-pvrdma: bed-test-pvrdma
+	$(MAKE) --no-print-directory bench GOVERBS_PROVIDER=pvrdma GOVERBS_KERNEL=$(PVRDMA_KERNEL) \
+		GOVERBS_VM_TIMEOUT=$${GOVERBS_VM_TIMEOUT:-5400} BENCH_ROUNDS=$(PVRDMA_BENCH_ROUNDS) \
+		BENCH_OUT=$(CURDIR)/.cache/bench-pvrdma BENCH_ROWS="$(PVRDMA_BENCH_ROWS)"
 
 ## bench-cmtime: rdma-core's cmtime against goverbs cmtime (1, 100 and
 ## 1000 connections, BENCH_ROUNDS rounds, one boot), each client against a
@@ -182,11 +199,14 @@ bench-cmtime:
 
 ## bench-rstream: librdmacm's rstream against goverbs rstream and TCP
 ## (rstream -T s) over rxe, latency and bandwidth 64 B to 1 MiB,
-## BENCH_ROUNDS rounds in one boot; medians and Go/C ratios
+## BENCH_ROUNDS rounds in one boot; medians and Go/C ratios.
+## RSTREAM_BEFORE=path/to/goverbs adds that binary as a fourth column
+## (before/after in one boot).
+RSTREAM_BEFORE ?=
 bench-rstream:
 	@mkdir -p $(CURDIR)/.cache/bench
 	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/goverbs ./cmd/goverbs
-	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/rstream/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} | tee $(CURDIR)/.cache/bench/rstream-raw.txt
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/rstream/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} $(RSTREAM_BEFORE) | tee $(CURDIR)/.cache/bench/rstream-raw.txt
 	awk -f bench/rstream/report.awk $(CURDIR)/.cache/bench/rstream-raw.txt | tee $(CURDIR)/.cache/bench/rstream-table.md
 
 ## fuzz: a short run of every fuzz target (found with go test -list)

@@ -17,6 +17,7 @@
 #define BP_CQE 4096
 #define BP_MSG 64     /* message size */
 #define BP_BUF (1 << 16)
+#define BP_LIST 32    /* work requests per list in the _list32 rows */
 
 /* A pair of connected RC QPs, each with its own send and receive CQs. */
 struct bp_side {
@@ -75,6 +76,42 @@ static inline int bp_post_send(struct bp_dev *d, struct ibv_qp *qp, int write, i
 		wr.wr.rdma.rkey = d->mr->rkey;
 	}
 	return ibv_post_send(qp, &wr, &bad);
+}
+
+/*
+ * BP_LIST receives of BP_MSG bytes at offset 0, wr_ids wrid onwards, as one
+ * list: one call, one doorbell where the provider rings one.
+ */
+static inline int bp_post_recv_list(struct bp_dev *d, struct ibv_qp *qp, uint64_t wrid)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)d->buf, .length = BP_MSG, .lkey = d->mr->lkey};
+	struct ibv_recv_wr wr[BP_LIST], *bad;
+	for (int i = 0; i < BP_LIST; i++)
+		wr[i] = (struct ibv_recv_wr){.wr_id = wrid + i, .sg_list = &sge, .num_sge = 1,
+					     .next = i + 1 < BP_LIST ? &wr[i + 1] : NULL};
+	return ibv_post_recv(qp, wr, &bad);
+}
+
+/*
+ * BP_LIST SENDs or RDMA WRITEs of BP_MSG bytes from offset 0 (to offset
+ * BP_BUF/2) as one list, wr_ids wrid onwards; the last one signaled if
+ * signaled is set.
+ */
+static inline int bp_post_send_list(struct bp_dev *d, struct ibv_qp *qp, int write, int signaled, uint64_t wrid)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)d->buf, .length = BP_MSG, .lkey = d->mr->lkey};
+	struct ibv_send_wr wr[BP_LIST], *bad;
+	for (int i = 0; i < BP_LIST; i++) {
+		wr[i] = (struct ibv_send_wr){.wr_id = wrid + i, .sg_list = &sge, .num_sge = 1,
+					     .opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND,
+					     .send_flags = signaled && i + 1 == BP_LIST ? IBV_SEND_SIGNALED : 0,
+					     .next = i + 1 < BP_LIST ? &wr[i + 1] : NULL};
+		if (write) {
+			wr[i].wr.rdma.remote_addr = (uintptr_t)d->buf + BP_BUF / 2;
+			wr[i].wr.rdma.rkey = d->mr->rkey;
+		}
+	}
+	return ibv_post_send(qp, wr, &bad);
 }
 
 /* Polls up to n completions into wc; returns the count, or -1 on a failed completion. */

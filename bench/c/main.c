@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 static struct bp_dev *dev;
+static struct bp_pair *pair;
 
 /*
  * measure_cpu is the vCPU the single-thread rows run on, in bench-go and
@@ -70,6 +71,61 @@ static double op_post_recv(void)
 	return total / (rounds * 512);
 }
 
+/* post_recv_list: the same 512 receives per batch as lists of BP_LIST. */
+static double op_post_recv_list(void)
+{
+	static struct bp_side *s;
+	if (!s)
+		s = bp_init_qp(dev);
+	double total = 0;
+	int rounds = 40;
+	for (int r = 0; r < rounds; r++) {
+		double t0 = bp_now();
+		for (int i = 0; i < 512; i += BP_LIST)
+			OK(bp_post_recv_list(dev, s->qp, i));
+		total += bp_now() - t0;
+		OK(bp_reinit(s->qp));
+	}
+	return total / (rounds * 512);
+}
+
+/*
+ * post_recv_rts: 512 receives per batch on B, a connected QP, single or as
+ * lists of BP_LIST (only these posts timed), then 512 SENDs from A consume
+ * them; 8 batches, ns per receive. post_recv's way, receives on a QP in
+ * INIT taken back by a reset, leaks on qemu's pvrdma model: it keeps a
+ * context per posted receive until the receive completes, and a reset
+ * completes none ("Table CQE_CTX, invalid handle" once they run out).
+ */
+static double post_recv_rts(int list)
+{
+	struct ibv_wc wc[16];
+	double total = 0;
+	int rounds = 8, k = 512;
+	for (int r = 0; r < rounds; r++) {
+		double t0 = bp_now();
+		if (list)
+			for (int i = 0; i < k; i += BP_LIST)
+				OK(bp_post_recv_list(dev, pair->b.qp, i));
+		else
+			for (int i = 0; i < k; i++)
+				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+		total += bp_now() - t0;
+		for (int i = 0; i < k; i += BP_LIST)
+			OK(bp_post_send_list(dev, pair->a.qp, 0, i + BP_LIST == k, i));
+		wait_cq(pair->b.rcq, k);
+		wait_cq(pair->a.scq, 1);
+		/* a device that signals every send (qemu's pvrdma) left more */
+		int got;
+		while ((got = bp_poll(pair->a.scq, 16, wc)) > 0)
+			;
+		CHECK(got);
+	}
+	return total / (rounds * k);
+}
+static double op_post_recv_rts(void) { return post_recv_rts(0); }
+static double op_post_recv_rts_list(void) { return post_recv_rts(1); }
+
 static double poll_empty(int batch)
 {
 	static struct ibv_cq *cq;
@@ -85,8 +141,6 @@ static double poll_empty(int batch)
 }
 static double op_poll_1(void) { return poll_empty(1); }
 static double op_poll_16(void) { return poll_empty(16); }
-
-static struct bp_pair *pair;
 
 /* post_send: batches of 256 posts (the last signaled), only the posts timed. */
 static double post_send(int write)
@@ -108,6 +162,28 @@ static double post_send(int write)
 	return total / (rounds * k);
 }
 static double op_post_send_write(void) { return post_send(1); }
+
+/* post_send_list: post_send's batches as lists of BP_LIST, ns per WR. */
+static double post_send_list(int write)
+{
+	double total = 0;
+	int rounds = 8, k = 256;
+	for (int r = 0; r < rounds; r++) {
+		if (!write)
+			for (int i = 0; i < k; i++)
+				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+		double t0 = bp_now();
+		for (int i = 0; i < k; i += BP_LIST)
+			OK(bp_post_send_list(dev, pair->a.qp, write, i + BP_LIST == k, i));
+		total += bp_now() - t0;
+		wait_cq(pair->a.scq, 1);
+		if (!write)
+			wait_cq(pair->b.rcq, k);
+	}
+	return total / (rounds * k);
+}
+static double op_post_send_write_list(void) { return post_send_list(1); }
+static double op_post_send_send_list(void) { return post_send_list(0); }
 static double op_post_send_send(void) { return post_send(0); }
 
 /* round: post one signaled work request and poll until it completes. */
@@ -224,6 +300,33 @@ static double msgrate(struct bp_pair *p, int n, int off)
 	return n / ((bp_now() - t0) / 1e9) / 1e3;
 }
 static double op_msgrate(void) { return msgrate(pair, MSGRATE_N, 0); }
+
+/*
+ * msgrate_send: MSGRATE_N signaled 64-byte SENDs, at most 64 outstanding,
+ * completions polled 16 at a time; B starts with BP_DEPTH receives posted
+ * and posts one again for each receive completion it polls.
+ */
+static double op_msgrate_send(void)
+{
+	struct ibv_wc wc[16];
+	int n = MSGRATE_N, posted = 0, done = 0, recvd = 0;
+	for (int i = 0; i < BP_DEPTH; i++)
+		OK(bp_post_recv(dev, pair->b.qp, i, 0));
+	double t0 = bp_now();
+	while (done < n || recvd < n) {
+		while (posted < n && posted - done < 64 && posted - recvd < BP_DEPTH)
+			OK(bp_post_send(dev, pair->a.qp, 0, 1, posted++, 0));
+		int got = bp_poll(pair->a.scq, 16, wc);
+		CHECK(got);
+		done += got;
+		got = bp_poll(pair->b.rcq, 16, wc);
+		CHECK(got);
+		for (int i = 0; i < got; i++)
+			OK(bp_post_recv(dev, pair->b.qp, recvd + i, 0));
+		recvd += got;
+	}
+	return n / ((bp_now() - t0) / 1e9) / 1e3;
+}
 
 /*
  * msgtimed: the message-rate loop once more with every post timed on its
@@ -369,15 +472,21 @@ int main(int argc, char **argv)
 		return 1;
 	struct op ops[] = {
 		{"post_recv", "ns", op_post_recv},
+		{"post_recv_list32", "ns", op_post_recv_list},
+		{"post_recv_rts", "ns", op_post_recv_rts},
+		{"post_recv_rts_list32", "ns", op_post_recv_rts_list},
 		{"poll_cq_empty_1", "ns", op_poll_1},
 		{"poll_cq_empty_16", "ns", op_poll_16},
 		{"post_send_write_64", "ns", op_post_send_write},
+		{"post_send_write_64_list32", "ns", op_post_send_write_list},
 		{"post_send_send_64", "ns", op_post_send_send},
+		{"post_send_send_64_list32", "ns", op_post_send_send_list},
 		{"round_write_64", "ns", op_round_write},
 		{"round_send_64", "ns", op_round_send},
 		{"pingpong_send_64_1t", "ns", op_pingpong_1t},
 		{"pingpong_send_64_2t", "ns", op_pingpong_2t},
 		{"msgrate_write_64_w64", "kmsg/s", op_msgrate},
+		{"msgrate_send_64_w64", "kmsg/s", op_msgrate_send},
 	};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
 		if (wanted(ops[i].name, argc, argv))

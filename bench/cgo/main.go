@@ -63,6 +63,50 @@ func opPostRecv() float64 {
 	return float64(total.Nanoseconds()) / (rounds * 512)
 }
 
+func opPostRecvList() float64 {
+	s := C.bp_init_qp(dev)
+	var total time.Duration
+	const rounds = 40
+	for r := 0; r < rounds; r++ {
+		t0 := time.Now()
+		for i := 0; i < 512; i += C.BP_LIST {
+			ok(C.bp_post_recv_list(dev, s.qp, C.uint64_t(i)))
+		}
+		total += time.Since(t0)
+		ok(C.bp_reinit(s.qp))
+	}
+	return float64(total.Nanoseconds()) / (rounds * 512)
+}
+
+// postRecvRTS is bench-c's post_recv_rts: receives on a connected QP,
+// consumed by SENDs after each timed batch.
+func postRecvRTS(list bool) float64 {
+	const rounds, k = 8, 512
+	wc := make([]C.struct_ibv_wc, 16)
+	var total time.Duration
+	for r := 0; r < rounds; r++ {
+		t0 := time.Now()
+		if list {
+			for i := 0; i < k; i += C.BP_LIST {
+				ok(C.bp_post_recv_list(dev, p.b.qp, C.uint64_t(i)))
+			}
+		} else {
+			for i := 0; i < k; i++ {
+				ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
+			}
+		}
+		total += time.Since(t0)
+		for i := 0; i < k; i += C.BP_LIST {
+			ok(C.bp_post_send_list(dev, p.a.qp, 0, b2i(i+C.BP_LIST == k), C.uint64_t(i)))
+		}
+		waitCQ(p.b.rcq, k)
+		waitCQ(p.a.scq, 1)
+		for poll(p.a.scq, wc) > 0 { // a device that signals every send left more
+		}
+	}
+	return float64(total.Nanoseconds()) / (rounds * k)
+}
+
 var emptyCQ *C.struct_ibv_cq
 
 func pollEmpty(batch int) float64 {
@@ -85,6 +129,28 @@ func b2i(b bool) C.int {
 		return 1
 	}
 	return 0
+}
+
+func postSendList(write bool) float64 {
+	const rounds, k = 8, 256
+	var total time.Duration
+	for r := 0; r < rounds; r++ {
+		if !write {
+			for i := 0; i < k; i++ {
+				ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
+			}
+		}
+		t0 := time.Now()
+		for i := 0; i < k; i += C.BP_LIST {
+			ok(C.bp_post_send_list(dev, p.a.qp, b2i(write), b2i(i+C.BP_LIST == k), C.uint64_t(i)))
+		}
+		total += time.Since(t0)
+		waitCQ(p.a.scq, 1)
+		if !write {
+			waitCQ(p.b.rcq, k)
+		}
+	}
+	return float64(total.Nanoseconds()) / (rounds * k)
 }
 
 func postSend(write bool) float64 {
@@ -228,6 +294,31 @@ func msgrate(p *C.struct_bp_pair, n, off int) float64 {
 	return float64(n) / time.Since(t0).Seconds() / 1e3
 }
 
+// msgrateSend is bench-c's msgrate_send: SENDs, B's receive queue kept
+// full by posting one receive again per receive completion.
+func msgrateSend() float64 {
+	const n = msgrateN
+	wc := make([]C.struct_ibv_wc, 16)
+	for i := 0; i < C.BP_DEPTH; i++ {
+		ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
+	}
+	posted, done, recvd := 0, 0, 0
+	t0 := time.Now()
+	for done < n || recvd < n {
+		for posted < n && posted-done < 64 && posted-recvd < C.BP_DEPTH {
+			ok(C.bp_post_send(dev, p.a.qp, 0, 1, C.uint64_t(posted), 0))
+			posted++
+		}
+		done += poll(p.a.scq, wc)
+		got := poll(p.b.rcq, wc)
+		for i := 0; i < got; i++ {
+			ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(recvd+i), 0))
+		}
+		recvd += got
+	}
+	return float64(n) / time.Since(t0).Seconds() / 1e3
+}
+
 var scalePairs []*C.struct_bp_pair
 
 func scale(threads int) float64 {
@@ -266,15 +357,21 @@ func main() {
 	}
 	ops := []op{
 		{"post_recv", "ns", opPostRecv},
+		{"post_recv_list32", "ns", opPostRecvList},
+		{"post_recv_rts", "ns", func() float64 { return postRecvRTS(false) }},
+		{"post_recv_rts_list32", "ns", func() float64 { return postRecvRTS(true) }},
 		{"poll_cq_empty_1", "ns", func() float64 { return pollEmpty(1) }},
 		{"poll_cq_empty_16", "ns", func() float64 { return pollEmpty(16) }},
 		{"post_send_write_64", "ns", func() float64 { return postSend(true) }},
+		{"post_send_write_64_list32", "ns", func() float64 { return postSendList(true) }},
 		{"post_send_send_64", "ns", func() float64 { return postSend(false) }},
+		{"post_send_send_64_list32", "ns", func() float64 { return postSendList(false) }},
 		{"round_write_64", "ns", func() float64 { return roundTrip(true) }},
 		{"round_send_64", "ns", func() float64 { return roundTrip(false) }},
 		{"pingpong_send_64_1t", "ns", opPingpong1},
 		{"pingpong_send_64_2t", "ns", opPingpong2},
 		{"msgrate_write_64_w64", "kmsg/s", func() float64 { return msgrate(p, msgrateN, 0) }},
+		{"msgrate_send_64_w64", "kmsg/s", msgrateSend},
 	}
 	for t := 1; t <= runtime.NumCPU(); t++ {
 		ops = append(ops, op{fmt.Sprintf("scale_write_64_w64_x%d", t), "kmsg/s", func() float64 { return scale(t) }})

@@ -7,12 +7,17 @@ function median(a, n,    i, j, t) {
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 function med(arr, impl, t,    r, n, x) { n = 0; for (r in rounds) if ((r, impl, t) in arr) x[++n] = arr[r, impl, t]; return n ? median(x, n) : 0 }
-function ratio(arr, t,    r, n, x) { n = 0; for (r in rounds) if ((r, "go", t) in arr && (r, "c", t) in arr && arr[r, "c", t] > 0) x[++n] = arr[r, "go", t] / arr[r, "c", t]; return n ? sprintf("%.2f", median(x, n)) : "–" }
+function ratio(arr, t, impl,    r, n, x) { if (impl == "") impl = "go"; n = 0; for (r in rounds) if ((r, impl, t) in arr && (r, "c", t) in arr && arr[r, "c", t] > 0) x[++n] = arr[r, impl, t] / arr[r, "c", t]; return n ? sprintf("%.2f", median(x, n)) : "–" }
+# A gobefore implementation (run.sh's third argument) adds its µs and its
+# ratio to C, for a before/after comparison.
 END {
-	print "| test | C Gb/s | Go Gb/s | TCP Gb/s | Go/C Gb/s | C µs/xfer | Go µs/xfer | TCP µs/xfer | Go/C µs |"
-	print "|---|---|---|---|---|---|---|---|---|"
+	for (key in u) { split(key, f, SUBSEP); if (f[2] == "gobefore") before = 1 }
+	printf "| test | C Gb/s | Go Gb/s | TCP Gb/s | Go/C Gb/s | C µs/xfer | Go µs/xfer | TCP µs/xfer | Go/C µs |%s\n", before ? " before µs/xfer | before/C µs |" : ""
+	printf "|---|---|---|---|---|---|---|---|---|%s\n", before ? "---|---|" : ""
 	for (o = 1; o <= k; o++) {
 		t = order[o]
-		printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |\n", t, med(g, "c", t), med(g, "go", t), med(g, "tcp", t), ratio(g, t), med(u, "c", t), med(u, "go", t), med(u, "tcp", t), ratio(u, t)
+		printf "| %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s |", t, med(g, "c", t), med(g, "go", t), med(g, "tcp", t), ratio(g, t), med(u, "c", t), med(u, "go", t), med(u, "tcp", t), ratio(u, t)
+		if (before) printf " %.2f | %s |", med(u, "gobefore", t), ratio(u, t, "gobefore")
+		printf "\n"
 	}
 }

@@ -7,10 +7,15 @@
 # round and test. Each test moves the data both ways (client to server and
 # back). Prints "round impl test gbps usec_per_xfer" per run.
 #
-#   bench/rstream/run.sh GOVERBS-BINARY [ROUNDS]
+#   bench/rstream/run.sh GOVERBS-BINARY [ROUNDS [GOVERBS-BEFORE]]
+#
+# GOVERBS-BEFORE, another goverbs binary (say one built from an older
+# commit), adds a fourth implementation, "gobefore", to the rotation: a
+# before/after comparison in one boot.
 set -euo pipefail
 gobin=$1
 rounds=${2:-5}
+before=${3:-}
 addr=169.254.77.1
 port=7900
 # test name, -S, -C, -I
@@ -19,11 +24,13 @@ tests=(
 	"64_bw 64 2000 1" "4k_bw 4096 1000 1" "64k_bw 65536 200 1" "1m_bw 1048576 20 1"
 )
 impls=(c go tcp)
+[[ -z $before ]] || impls+=(gobefore)
 run() { # impl test size count iters round
 	local impl=$1 name=$2 size=$3 count=$4 iters=$5 r=$6 bin extra=()
 	case $impl in
 	c) bin=(rstream) ;;
 	go) bin=("$gobin" rstream) ;;
+	gobefore) bin=("$before" rstream) ;;
 	tcp) bin=(rstream) extra=(-T s) ;;
 	esac
 	port=$((port + 1))
