@@ -208,11 +208,10 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 	if !c.pollLock.Lock() {
 		return 0, verbs.ErrClosed
 	}
-	// An empty CQ answers from the provider's emptiness test, one load,
-	// unless the provider asks the device on an empty poll (PollEmpty);
+	// An empty CQ answers from the provider's emptiness test, one load;
 	// otherwise one interface call into the provider, where View keeps wc
 	// off the heap (see package internal/provider).
-	if !c.ready.PollEmpty && !c.ready.Pending() {
+	if !c.ready.Pending() {
 		c.pollLock.Unlock()
 		return 0, nil
 	}

@@ -70,23 +70,3 @@ func TestPollEmptyAnswersFromReady(t *testing.T) {
 		t.Errorf("a pending emptiness test reached the provider's Poll %d times, want 1", e.polls)
 	}
 }
-
-// A provider that sets PollEmpty (pvrdma: the POLL doorbell) is asked on
-// every poll, empty or not, and still allocates nothing.
-func TestPollEmptyReachesProviderThatAsks(t *testing.T) {
-	e := &emptyCQ{}
-	c := &CQ{ring: e, ready: e.Ready()}
-	c.ready.PollEmpty = true
-	var wc [2]verbs.WorkCompletion
-	for i := 1; i <= 3; i++ {
-		if n, err := c.Poll(wc[:]); n != 0 || err != nil {
-			t.Fatalf("empty: %d %v", n, err)
-		}
-		if e.polls != i {
-			t.Fatalf("after %d empty polls the provider's Poll ran %d times", i, e.polls)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { c.Poll(wc[:]) }); n != 0 {
-		t.Errorf("empty Poll: %v allocations", n)
-	}
-}

@@ -245,16 +245,10 @@ type Context interface {
 //   - hardware rings with an owner or phase bit (mlx5): Word is the CQE
 //     at the consumer index, Mask the owner bit, Idle the value that bit
 //     has while the slot still belongs to the device.
-//
-// A provider whose device must be asked to look for completions when the
-// ring is empty sets PollEmpty: every Poll then calls the provider, and
-// Ready only answers Pending (pvrdma: the POLL doorbell, below).
 type Ready struct {
 	Word *uint32
 	Mask uint32
 	Idle uint32
-	// PollEmpty: an empty poll still calls the provider's Poll.
-	PollEmpty bool
 }
 
 // Pending reports whether a completion is waiting. The caller holds the

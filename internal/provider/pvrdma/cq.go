@@ -66,7 +66,7 @@ func (q *CQ) init(mem []byte, n, cqn uint32, db *uint32, qps *qpTable) error {
 	q.r = newRing(unsafe.Add(base, ringSize), n) // ring_state->rx
 	q.cqes = unsafe.Add(base, pageSize)
 	q.cqn, q.db, q.qps = cqn, db, qps
-	q.ready = provider.Ready{Word: q.r.prodTail, Mask: ^uint32(0), Idle: atomic.LoadUint32(q.r.consHead), PollEmpty: true}
+	q.ready = provider.Ready{Word: q.r.prodTail, Mask: ^uint32(0), Idle: atomic.LoadUint32(q.r.consHead)}
 	return nil
 }
 
@@ -77,14 +77,14 @@ func (q *CQ) init(mem []byte, n, cqn uint32, db *uint32, qps *qpTable) error {
 // the consumer index Poll last stored. An invalid prod_tail reads as
 // pending; Poll then finds nothing, as Pending does.
 //
-// PollEmpty is set: every poll reaches Poll, which rings the POLL doorbell
-// when it finds the ring empty, as rdma-core's pvrdma_poll_one does on
-// every empty poll ("give physical HCA a chance to poll"). The device
-// writes completions without it; the doorbell asks it to look now. This
-// follows the device's protocol, not the model's timing: on qemu 7.2's
-// model the bench's latency rows did not move with it (make bench-pvrdma
-// before and after, README), and an empty poll costs an MMIO store, as
-// it does in C.
+// An empty poll answered from Ready does not reach Poll, so it does not
+// ring the POLL doorbell that rdma-core's pvrdma_poll_one rings on every
+// empty poll. The device writes completions without it (qemu's backend
+// thread polls the backing device on its completion events); the doorbell
+// only asks it to look now. Poll still rings it once it is called and
+// finds the ring empty. Sending every empty poll here, to ring it as C
+// does, made every latency row of the bed's bench slower, none faster
+// (docs/providers.md).
 func (q *CQ) Ready() *provider.Ready { return &q.ready }
 
 // Release frees the buffer; the kernel unpinned it when it destroyed the
