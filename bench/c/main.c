@@ -54,7 +54,8 @@ static void wait_cq(struct ibv_cq *cq, int n)
 	}
 }
 
-static double op_post_recv(void)
+/* post_recv: 512 receives per batch, single or as lists of BP_LIST. */
+static double post_recv(int list)
 {
 	static struct bp_side *s;
 	if (!s)
@@ -63,31 +64,19 @@ static double op_post_recv(void)
 	int rounds = 40;
 	for (int r = 0; r < rounds; r++) {
 		double t0 = bp_now();
-		for (int i = 0; i < 512; i++)
-			OK(bp_post_recv(dev, s->qp, i, 0));
+		if (list)
+			for (int i = 0; i < 512; i += BP_LIST)
+				OK(bp_post_recv_list(dev, s->qp, i));
+		else
+			for (int i = 0; i < 512; i++)
+				OK(bp_post_recv(dev, s->qp, i, 0));
 		total += bp_now() - t0;
 		OK(bp_reinit(s->qp));
 	}
 	return total / (rounds * 512);
 }
-
-/* post_recv_list: the same 512 receives per batch as lists of BP_LIST. */
-static double op_post_recv_list(void)
-{
-	static struct bp_side *s;
-	if (!s)
-		s = bp_init_qp(dev);
-	double total = 0;
-	int rounds = 40;
-	for (int r = 0; r < rounds; r++) {
-		double t0 = bp_now();
-		for (int i = 0; i < 512; i += BP_LIST)
-			OK(bp_post_recv_list(dev, s->qp, i));
-		total += bp_now() - t0;
-		OK(bp_reinit(s->qp));
-	}
-	return total / (rounds * 512);
-}
+static double op_post_recv(void) { return post_recv(0); }
+static double op_post_recv_list(void) { return post_recv(1); }
 
 /*
  * post_recv_rts: 512 receives per batch on B, a connected QP, single or as
@@ -142,8 +131,11 @@ static double poll_empty(int batch)
 static double op_poll_1(void) { return poll_empty(1); }
 static double op_poll_16(void) { return poll_empty(16); }
 
-/* post_send: batches of 256 posts (the last signaled), only the posts timed. */
-static double post_send(int write)
+/*
+ * post_send: batches of 256 posts (the last signaled), single or as lists
+ * of BP_LIST, only the posts timed; ns per work request.
+ */
+static double post_send(int write, int list)
 {
 	double total = 0;
 	int rounds = 8, k = 256;
@@ -152,29 +144,12 @@ static double post_send(int write)
 			for (int i = 0; i < k; i++)
 				OK(bp_post_recv(dev, pair->b.qp, i, 0));
 		double t0 = bp_now();
-		for (int i = 0; i < k; i++)
-			OK(bp_post_send(dev, pair->a.qp, write, i == k - 1, i, 0));
-		total += bp_now() - t0;
-		wait_cq(pair->a.scq, 1);
-		if (!write)
-			wait_cq(pair->b.rcq, k);
-	}
-	return total / (rounds * k);
-}
-static double op_post_send_write(void) { return post_send(1); }
-
-/* post_send_list: post_send's batches as lists of BP_LIST, ns per WR. */
-static double post_send_list(int write)
-{
-	double total = 0;
-	int rounds = 8, k = 256;
-	for (int r = 0; r < rounds; r++) {
-		if (!write)
+		if (list)
+			for (int i = 0; i < k; i += BP_LIST)
+				OK(bp_post_send_list(dev, pair->a.qp, write, i + BP_LIST == k, i));
+		else
 			for (int i = 0; i < k; i++)
-				OK(bp_post_recv(dev, pair->b.qp, i, 0));
-		double t0 = bp_now();
-		for (int i = 0; i < k; i += BP_LIST)
-			OK(bp_post_send_list(dev, pair->a.qp, write, i + BP_LIST == k, i));
+				OK(bp_post_send(dev, pair->a.qp, write, i == k - 1, i, 0));
 		total += bp_now() - t0;
 		wait_cq(pair->a.scq, 1);
 		if (!write)
@@ -182,9 +157,10 @@ static double post_send_list(int write)
 	}
 	return total / (rounds * k);
 }
-static double op_post_send_write_list(void) { return post_send_list(1); }
-static double op_post_send_send_list(void) { return post_send_list(0); }
-static double op_post_send_send(void) { return post_send(0); }
+static double op_post_send_write(void) { return post_send(1, 0); }
+static double op_post_send_send(void) { return post_send(0, 0); }
+static double op_post_send_write_list(void) { return post_send(1, 1); }
+static double op_post_send_send_list(void) { return post_send(0, 1); }
 
 /* round: post one signaled work request and poll until it completes. */
 static double round_trip(int write)

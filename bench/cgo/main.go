@@ -48,29 +48,21 @@ func waitCQ(cq *C.struct_ibv_cq, n int) {
 	}
 }
 
-func opPostRecv() float64 {
+// opPostRecv is bench-c's post_recv, single (list false) or as lists.
+func opPostRecv(list bool) float64 {
 	s := C.bp_init_qp(dev)
 	var total time.Duration
 	const rounds = 40
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		for i := 0; i < 512; i++ {
-			ok(C.bp_post_recv(dev, s.qp, C.uint64_t(i), 0))
-		}
-		total += time.Since(t0)
-		ok(C.bp_reinit(s.qp))
-	}
-	return float64(total.Nanoseconds()) / (rounds * 512)
-}
-
-func opPostRecvList() float64 {
-	s := C.bp_init_qp(dev)
-	var total time.Duration
-	const rounds = 40
-	for r := 0; r < rounds; r++ {
-		t0 := time.Now()
-		for i := 0; i < 512; i += C.BP_LIST {
-			ok(C.bp_post_recv_list(dev, s.qp, C.uint64_t(i)))
+		if list {
+			for i := 0; i < 512; i += C.BP_LIST {
+				ok(C.bp_post_recv_list(dev, s.qp, C.uint64_t(i)))
+			}
+		} else {
+			for i := 0; i < 512; i++ {
+				ok(C.bp_post_recv(dev, s.qp, C.uint64_t(i), 0))
+			}
 		}
 		total += time.Since(t0)
 		ok(C.bp_reinit(s.qp))
@@ -131,7 +123,8 @@ func b2i(b bool) C.int {
 	return 0
 }
 
-func postSendList(write bool) float64 {
+// postSend is bench-c's post_send, single (list false) or as lists.
+func postSend(write, list bool) float64 {
 	const rounds, k = 8, 256
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
@@ -141,30 +134,14 @@ func postSendList(write bool) float64 {
 			}
 		}
 		t0 := time.Now()
-		for i := 0; i < k; i += C.BP_LIST {
-			ok(C.bp_post_send_list(dev, p.a.qp, b2i(write), b2i(i+C.BP_LIST == k), C.uint64_t(i)))
-		}
-		total += time.Since(t0)
-		waitCQ(p.a.scq, 1)
-		if !write {
-			waitCQ(p.b.rcq, k)
-		}
-	}
-	return float64(total.Nanoseconds()) / (rounds * k)
-}
-
-func postSend(write bool) float64 {
-	const rounds, k = 8, 256
-	var total time.Duration
-	for r := 0; r < rounds; r++ {
-		if !write {
-			for i := 0; i < k; i++ {
-				ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
+		if list {
+			for i := 0; i < k; i += C.BP_LIST {
+				ok(C.bp_post_send_list(dev, p.a.qp, b2i(write), b2i(i+C.BP_LIST == k), C.uint64_t(i)))
 			}
-		}
-		t0 := time.Now()
-		for i := 0; i < k; i++ {
-			ok(C.bp_post_send(dev, p.a.qp, b2i(write), b2i(i == k-1), C.uint64_t(i), 0))
+		} else {
+			for i := 0; i < k; i++ {
+				ok(C.bp_post_send(dev, p.a.qp, b2i(write), b2i(i == k-1), C.uint64_t(i), 0))
+			}
 		}
 		total += time.Since(t0)
 		waitCQ(p.a.scq, 1)
@@ -356,16 +333,16 @@ func main() {
 		f          func() float64
 	}
 	ops := []op{
-		{"post_recv", "ns", opPostRecv},
-		{"post_recv_list32", "ns", opPostRecvList},
+		{"post_recv", "ns", func() float64 { return opPostRecv(false) }},
+		{"post_recv_list32", "ns", func() float64 { return opPostRecv(true) }},
 		{"post_recv_rts", "ns", func() float64 { return postRecvRTS(false) }},
 		{"post_recv_rts_list32", "ns", func() float64 { return postRecvRTS(true) }},
 		{"poll_cq_empty_1", "ns", func() float64 { return pollEmpty(1) }},
 		{"poll_cq_empty_16", "ns", func() float64 { return pollEmpty(16) }},
-		{"post_send_write_64", "ns", func() float64 { return postSend(true) }},
-		{"post_send_write_64_list32", "ns", func() float64 { return postSendList(true) }},
-		{"post_send_send_64", "ns", func() float64 { return postSend(false) }},
-		{"post_send_send_64_list32", "ns", func() float64 { return postSendList(false) }},
+		{"post_send_write_64", "ns", func() float64 { return postSend(true, false) }},
+		{"post_send_write_64_list32", "ns", func() float64 { return postSend(true, true) }},
+		{"post_send_send_64", "ns", func() float64 { return postSend(false, false) }},
+		{"post_send_send_64_list32", "ns", func() float64 { return postSend(false, true) }},
 		{"round_write_64", "ns", func() float64 { return roundTrip(true) }},
 		{"round_send_64", "ns", func() float64 { return roundTrip(false) }},
 		{"pingpong_send_64_1t", "ns", opPingpong1},

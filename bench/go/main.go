@@ -161,40 +161,31 @@ func waitCQ(c *cq.CQ, n int) {
 
 var p *pair
 
-func opPostRecv() float64 {
-	s := newSide()
-	wr := recvWR(0)
-	var total time.Duration
-	const rounds = 40
-	for r := 0; r < rounds; r++ {
-		t0 := time.Now()
-		for i := 0; i < 512; i++ {
-			wr[0].WRID = uint64(i)
-			must(s.qp.PostRecv(wr))
-		}
-		total += time.Since(t0)
-		reinit(s.qp)
-	}
-	return float64(total.Nanoseconds()) / (rounds * 512)
-}
-
 // list is the length of the work-request lists in the _list32 rows.
 const list = 32
 
-// opPostRecvList posts opPostRecv's 512 receives per batch as lists of
-// 32, one call (one doorbell where the provider rings one) per list.
-func opPostRecvList() float64 {
-	s := newSide()
+// recvList is n receive work requests of msg bytes at offset 0, built
+// once as a hot-path caller would; the WRIDs are set per post.
+func recvList(n int) []verbs.RecvWR {
 	sge := []verbs.SGE{{Addr: buf.IOVA(), Length: msg, LKey: buf.LKey()}}
-	wr := make([]verbs.RecvWR, list)
+	wr := make([]verbs.RecvWR, n)
 	for i := range wr {
 		wr[i].SGList = sge
 	}
+	return wr
+}
+
+// opPostRecv posts 512 receives per batch on a QP in INIT, n per call (1,
+// or list: one doorbell per list where the provider rings one), and
+// resets the QP between batches, untimed.
+func opPostRecv(n int) float64 {
+	s := newSide()
+	wr := recvList(n)
 	var total time.Duration
 	const rounds = 40
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		for i := 0; i < 512; i += list {
+		for i := 0; i < 512; i += n {
 			for j := range wr {
 				wr[j].WRID = uint64(i + j)
 			}
@@ -210,46 +201,22 @@ func opPostRecvList() float64 {
 // connected QP, single or as lists of 32 (only the posts timed), then 512
 // SENDs from the peer consume them. Receives on a QP in INIT taken back
 // by a reset, opPostRecv's way, leak on qemu's pvrdma model.
-func postRecvRTS(lists bool) float64 {
+func postRecvRTS(n int) float64 {
 	const rounds, k = 8, 512
-	sge := []verbs.SGE{{Addr: buf.IOVA(), Length: msg, LKey: buf.LKey()}}
-	rl := make([]verbs.RecvWR, list)
-	for i := range rl {
-		rl[i].SGList = sge
-	}
-	one := rl[:1]
-	sl := make([]verbs.SendWR, list)
-	for i := range sl {
-		sl[i] = sendWR(false, 0)[0]
-	}
+	rl := recvList(n)
+	sl := sendList(false, list)
 	wc := make([]verbs.WorkCompletion, 16)
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		if lists {
-			for i := 0; i < k; i += list {
-				for j := range rl {
-					rl[j].WRID = uint64(i + j)
-				}
-				must(p.b.qp.PostRecv(rl))
+		for i := 0; i < k; i += n {
+			for j := range rl {
+				rl[j].WRID = uint64(i + j)
 			}
-		} else {
-			for i := 0; i < k; i++ {
-				one[0].WRID = uint64(i)
-				must(p.b.qp.PostRecv(one))
-			}
+			must(p.b.qp.PostRecv(rl))
 		}
 		total += time.Since(t0)
-		for i := 0; i < k; i += list {
-			for j := range sl {
-				sl[j].WRID = uint64(i + j)
-				sl[j].Flags = 0
-			}
-			if i+list == k {
-				sl[list-1].Flags = verbs.SendSignaled
-			}
-			must(p.a.qp.PostSend(sl))
-		}
+		postBatch(sl, k)
 		waitCQ(p.b.rcq, k)
 		waitCQ(p.a.scq, 1)
 		for poll(p.a.scq, wc) > 0 { // a device that signals every send left more
@@ -277,40 +244,37 @@ func pollEmpty(batch int) float64 {
 	return float64(time.Since(t0).Nanoseconds()) / n
 }
 
-func postSend(write bool) float64 {
-	const rounds, k = 8, 256
-	swr, rwr := sendWR(write, 0), recvWR(0)
-	var total time.Duration
-	for r := 0; r < rounds; r++ {
-		if !write {
-			for i := 0; i < k; i++ {
-				must(p.b.qp.PostRecv(rwr))
-			}
-		}
-		t0 := time.Now()
-		for i := 0; i < k; i++ {
-			signal(swr, i, i == k-1)
-			must(p.a.qp.PostSend(swr))
-		}
-		total += time.Since(t0)
-		waitCQ(p.a.scq, 1)
-		if !write {
-			waitCQ(p.b.rcq, k)
-		}
-	}
-	return float64(total.Nanoseconds()) / (rounds * k)
-}
-
-// postSendList posts postSend's batches as lists of 32, the batch's last
-// WR signaled; ns per WR.
-func postSendList(write bool) float64 {
-	const rounds, k = 8, 256
+// sendList is n copies of sendWR's work request, built once.
+func sendList(write bool, n int) []verbs.SendWR {
 	one := sendWR(write, 0)[0]
-	wr := make([]verbs.SendWR, list)
+	wr := make([]verbs.SendWR, n)
 	for i := range wr {
 		wr[i] = one
 	}
-	rwr := recvWR(0)
+	return wr
+}
+
+// postBatch posts k work requests from A, len(wr) per call, the last one
+// signaled.
+func postBatch(wr []verbs.SendWR, k int) {
+	n := len(wr)
+	for i := 0; i < k; i += n {
+		for j := range wr {
+			wr[j].WRID = uint64(i + j)
+			wr[j].Flags = 0
+		}
+		if i+n == k {
+			wr[n-1].Flags = verbs.SendSignaled
+		}
+		must(p.a.qp.PostSend(wr))
+	}
+}
+
+// postSend posts batches of 256 WRITEs or SENDs, n per call (the batch's
+// last signaled), only the posts timed; ns per work request.
+func postSend(write bool, n int) float64 {
+	const rounds, k = 8, 256
+	wr, rwr := sendList(write, n), recvWR(0)
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
 		if !write {
@@ -319,16 +283,7 @@ func postSendList(write bool) float64 {
 			}
 		}
 		t0 := time.Now()
-		for i := 0; i < k; i += list {
-			for j := range wr {
-				wr[j].WRID = uint64(i + j)
-				wr[j].Flags = 0
-			}
-			if i+list == k {
-				wr[list-1].Flags = verbs.SendSignaled
-			}
-			must(p.a.qp.PostSend(wr))
-		}
+		postBatch(wr, k)
 		total += time.Since(t0)
 		waitCQ(p.a.scq, 1)
 		if !write {
@@ -611,16 +566,16 @@ func main() {
 		name, unit string
 		f          func() float64
 	}{
-		{"post_recv", "ns", opPostRecv},
-		{"post_recv_list32", "ns", opPostRecvList},
-		{"post_recv_rts", "ns", func() float64 { return postRecvRTS(false) }},
-		{"post_recv_rts_list32", "ns", func() float64 { return postRecvRTS(true) }},
+		{"post_recv", "ns", func() float64 { return opPostRecv(1) }},
+		{"post_recv_list32", "ns", func() float64 { return opPostRecv(list) }},
+		{"post_recv_rts", "ns", func() float64 { return postRecvRTS(1) }},
+		{"post_recv_rts_list32", "ns", func() float64 { return postRecvRTS(list) }},
 		{"poll_cq_empty_1", "ns", func() float64 { return pollEmpty(1) }},
 		{"poll_cq_empty_16", "ns", func() float64 { return pollEmpty(16) }},
-		{"post_send_write_64", "ns", func() float64 { return postSend(true) }},
-		{"post_send_write_64_list32", "ns", func() float64 { return postSendList(true) }},
-		{"post_send_send_64", "ns", func() float64 { return postSend(false) }},
-		{"post_send_send_64_list32", "ns", func() float64 { return postSendList(false) }},
+		{"post_send_write_64", "ns", func() float64 { return postSend(true, 1) }},
+		{"post_send_write_64_list32", "ns", func() float64 { return postSend(true, list) }},
+		{"post_send_send_64", "ns", func() float64 { return postSend(false, 1) }},
+		{"post_send_send_64_list32", "ns", func() float64 { return postSend(false, list) }},
 		{"round_write_64", "ns", func() float64 { return roundTrip(true) }},
 		{"round_send_64", "ns", func() float64 { return roundTrip(false) }},
 		{"pingpong_send_64_1t", "ns", opPingpong1},
