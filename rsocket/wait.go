@@ -143,38 +143,18 @@ func (c *Conn) wakeAll(except *waiter) {
 // c.mu between polls, so the other calls (and whoever wakes w) get in.
 // The caller holds c.mu.
 //
-// Under emulation a clock read costs more than a poll of the ring (a CPU
-// profile of rstream's 64 B ping-pong in the TCG bed spent half its
-// samples in clock reads), so the clock is read first after pollEvery
-// polls (a poll that ends sooner, as a ping-pong's do, reads none), then
-// after twice as many as the time before, up to pollMaxEvery: a long poll
-// (the tools poll for up to 1 s) reads it a few times per millisecond,
-// not every pollEvery polls. The deadline and c.pollTime are checked at
-// those reads only, so both may be overrun by up to pollMaxEvery polls.
-//
-// The goroutine yields only where it must for others to run: with one P
-// (GOMAXPROCS 1) every pollEvery polls, else every pollMaxEvery. A
-// runtime.Gosched with an idle P wakes another thread (wakep) that looks
-// for work, polls the network and parks again: system calls and clock
-// reads on the CPU the peer and the device's software need. With idle Ps
-// whatever becomes runnable is taken up there anyway.
+// The clock is read, and the goroutine yields, every pollEvery polls
+// only: under emulation a clock read costs more than a poll of the ring
+// (a CPU profile of rstream's 64 B ping-pong in the TCG bed spent half
+// its samples in clock reads), and so does a yield, which reads the clock
+// itself now and then (the scheduler's latency tracking). A poll that
+// ends within pollEvery polls, as a ping-pong's do, reads no clock.
 func (c *Conn) poll(w *waiter, cond int) bool {
 	var start time.Time
-	next, every := pollEvery, pollEvery // the poll that reads the clock next, and the gap to it
-	single := -1                        // GOMAXPROCS is 1: unknown until the first pollEvery polls
 	for i := 1; ; i++ {
-		yield := false
-		if i%pollEvery == 0 {
-			if single < 0 {
-				single = 0
-				if runtime.GOMAXPROCS(0) == 1 {
-					single = 1
-				}
-			}
-			yield = single == 1 || i%pollMaxEvery == 0
-		}
+		tick := i%pollEvery == 0 // yield, poll, then read the clock
 		c.mu.Unlock()
-		if yield {
+		if tick {
 			runtime.Gosched()
 		}
 		c.mu.Lock()
@@ -185,11 +165,9 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 		if c.ready(cond) {
 			return true
 		}
-		if i != next {
+		if !tick {
 			continue
 		}
-		every = min(2*every, pollMaxEvery)
-		next += every
 		now := time.Now()
 		if w.expiredAt(now) {
 			return true
@@ -202,16 +180,11 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 	}
 }
 
-// pollEvery is how many polls pass before poll first reads the clock,
-// and between its yields with one P. 32 measured best of 8, 32 and 128
-// (read and yield every so many polls) for rstream's 64 B ping-pong in
-// the TCG bed (medians 19.1, 16.9 and 17.4 µs per transfer; C 14.5), and
-// no worse than the others at 4 KiB.
+// pollEvery is how many polls pass between clock reads and yields in
+// poll. 32 measured best of 8, 32 and 128 for rstream's 64 B ping-pong
+// in the TCG bed (medians 19.1, 16.9 and 17.4 µs per transfer; C 14.5),
+// and no worse than the others at 4 KiB.
 const pollEvery = 32
-
-// pollMaxEvery is the most polls between poll's clock reads, and between
-// its yields when there is more than one P. A multiple of pollEvery.
-const pollMaxEvery = 1024
 
 // wait blocks the call w until cond may hold: until completions arrive,
 // w's deadline passes (errTimeout, also when it has passed already),
