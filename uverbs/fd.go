@@ -69,16 +69,22 @@ func (fd *FD) Use(f func(raw int) error) error {
 // handled once Use restores the mask.
 func (fd *FD) BlockSignalsInUse() { fd.noSignals.Store(true) }
 
+// allSignals is the set of every signal (the kernel leaves SIGKILL and
+// SIGSTOP unblocked). It is never written after init.
+var allSignals = func() (s unix.Sigset_t) {
+	for i := range s.Val {
+		s.Val[i] = ^s.Val[i] // all ones, whatever the word size
+	}
+	return s
+}()
+
 // withSignalsBlocked runs f(raw) on a locked thread with every signal
 // blocked, and restores the thread's mask after.
 func withSignalsBlocked(raw int, f func(raw int) error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var all, old unix.Sigset_t
-	for i := range all.Val {
-		all.Val[i] = ^all.Val[i]
-	}
-	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
+	var old unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &allSignals, &old); err != nil { // the kernel only reads the set
 		return wrap("rt_sigprocmask", err)
 	}
 	err := f(raw)
