@@ -54,6 +54,31 @@ static void wait_cq(struct ibv_cq *cq, int n)
 	}
 }
 
+/* post_recvs posts k receives on qp, numbered 0 to k-1, single or as lists of BP_LIST. */
+static void post_recvs(struct ibv_qp *qp, int k, int list)
+{
+	if (list)
+		for (int i = 0; i < k; i += BP_LIST)
+			OK(bp_post_recv_list(dev, qp, i));
+	else
+		for (int i = 0; i < k; i++)
+			OK(bp_post_recv(dev, qp, i, 0));
+}
+
+/*
+ * post_sends posts k WRITEs or SENDs on A, numbered 0 to k-1, the last
+ * signaled, single or as lists of BP_LIST.
+ */
+static void post_sends(int write, int k, int list)
+{
+	if (list)
+		for (int i = 0; i < k; i += BP_LIST)
+			OK(bp_post_send_list(dev, pair->a.qp, write, i + BP_LIST == k, i));
+	else
+		for (int i = 0; i < k; i++)
+			OK(bp_post_send(dev, pair->a.qp, write, i == k - 1, i, 0));
+}
+
 /* post_recv: 512 receives per batch, single or as lists of BP_LIST. */
 static double post_recv(int list)
 {
@@ -64,12 +89,7 @@ static double post_recv(int list)
 	int rounds = 40;
 	for (int r = 0; r < rounds; r++) {
 		double t0 = bp_now();
-		if (list)
-			for (int i = 0; i < 512; i += BP_LIST)
-				OK(bp_post_recv_list(dev, s->qp, i));
-		else
-			for (int i = 0; i < 512; i++)
-				OK(bp_post_recv(dev, s->qp, i, 0));
+		post_recvs(s->qp, 512, list);
 		total += bp_now() - t0;
 		OK(bp_reinit(s->qp));
 	}
@@ -93,15 +113,9 @@ static double post_recv_rts(int list)
 	int rounds = 8, k = 512;
 	for (int r = 0; r < rounds; r++) {
 		double t0 = bp_now();
-		if (list)
-			for (int i = 0; i < k; i += BP_LIST)
-				OK(bp_post_recv_list(dev, pair->b.qp, i));
-		else
-			for (int i = 0; i < k; i++)
-				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+		post_recvs(pair->b.qp, k, list);
 		total += bp_now() - t0;
-		for (int i = 0; i < k; i += BP_LIST)
-			OK(bp_post_send_list(dev, pair->a.qp, 0, i + BP_LIST == k, i));
+		post_sends(0, k, 1);
 		wait_cq(pair->b.rcq, k);
 		wait_cq(pair->a.scq, 1);
 		/* a device that signals every send (qemu's pvrdma) left more */
@@ -141,15 +155,9 @@ static double post_send(int write, int list)
 	int rounds = 8, k = 256;
 	for (int r = 0; r < rounds; r++) {
 		if (!write)
-			for (int i = 0; i < k; i++)
-				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+			post_recvs(pair->b.qp, k, 0);
 		double t0 = bp_now();
-		if (list)
-			for (int i = 0; i < k; i += BP_LIST)
-				OK(bp_post_send_list(dev, pair->a.qp, write, i + BP_LIST == k, i));
-		else
-			for (int i = 0; i < k; i++)
-				OK(bp_post_send(dev, pair->a.qp, write, i == k - 1, i, 0));
+		post_sends(write, k, list);
 		total += bp_now() - t0;
 		wait_cq(pair->a.scq, 1);
 		if (!write)
@@ -170,8 +178,7 @@ static double round_trip(int write)
 	struct ibv_wc wc[1];
 	for (int c = 0; c < n; c += chunk) {
 		if (!write)
-			for (int i = 0; i < chunk; i++)
-				OK(bp_post_recv(dev, pair->b.qp, i, 0));
+			post_recvs(pair->b.qp, chunk, 0);
 		double t0 = bp_now();
 		for (int i = 0; i < chunk; i++) {
 			OK(bp_post_send(dev, pair->a.qp, write, 1, i, 0));
@@ -286,8 +293,7 @@ static double op_msgrate_send(void)
 {
 	struct ibv_wc wc[16];
 	int n = MSGRATE_N, posted = 0, done = 0, recvd = 0;
-	for (int i = 0; i < BP_DEPTH; i++)
-		OK(bp_post_recv(dev, pair->b.qp, i, 0));
+	post_recvs(pair->b.qp, BP_DEPTH, 0);
 	double t0 = bp_now();
 	while (done < n || recvd < n) {
 		while (posted < n && posted - done < 64 && posted - recvd < BP_DEPTH)

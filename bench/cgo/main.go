@@ -48,6 +48,34 @@ func waitCQ(cq *C.struct_ibv_cq, n int) {
 	}
 }
 
+// postRecvs posts k receives on qp, numbered 0 to k-1, single or as
+// lists of BP_LIST (bench-c's post_recvs).
+func postRecvs(qp *C.struct_ibv_qp, k int, list bool) {
+	if list {
+		for i := 0; i < k; i += C.BP_LIST {
+			ok(C.bp_post_recv_list(dev, qp, C.uint64_t(i)))
+		}
+		return
+	}
+	for i := 0; i < k; i++ {
+		ok(C.bp_post_recv(dev, qp, C.uint64_t(i), 0))
+	}
+}
+
+// postSends posts k WRITEs or SENDs on A, numbered 0 to k-1, the last
+// signaled, single or as lists of BP_LIST (bench-c's post_sends).
+func postSends(write bool, k int, list bool) {
+	if list {
+		for i := 0; i < k; i += C.BP_LIST {
+			ok(C.bp_post_send_list(dev, p.a.qp, b2i(write), b2i(i+C.BP_LIST == k), C.uint64_t(i)))
+		}
+		return
+	}
+	for i := 0; i < k; i++ {
+		ok(C.bp_post_send(dev, p.a.qp, b2i(write), b2i(i == k-1), C.uint64_t(i), 0))
+	}
+}
+
 // opPostRecv is bench-c's post_recv, single (list false) or as lists.
 func opPostRecv(list bool) float64 {
 	s := C.bp_init_qp(dev)
@@ -55,15 +83,7 @@ func opPostRecv(list bool) float64 {
 	const rounds = 40
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		if list {
-			for i := 0; i < 512; i += C.BP_LIST {
-				ok(C.bp_post_recv_list(dev, s.qp, C.uint64_t(i)))
-			}
-		} else {
-			for i := 0; i < 512; i++ {
-				ok(C.bp_post_recv(dev, s.qp, C.uint64_t(i), 0))
-			}
-		}
+		postRecvs(s.qp, 512, list)
 		total += time.Since(t0)
 		ok(C.bp_reinit(s.qp))
 	}
@@ -78,19 +98,9 @@ func postRecvRTS(list bool) float64 {
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		if list {
-			for i := 0; i < k; i += C.BP_LIST {
-				ok(C.bp_post_recv_list(dev, p.b.qp, C.uint64_t(i)))
-			}
-		} else {
-			for i := 0; i < k; i++ {
-				ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
-			}
-		}
+		postRecvs(p.b.qp, k, list)
 		total += time.Since(t0)
-		for i := 0; i < k; i += C.BP_LIST {
-			ok(C.bp_post_send_list(dev, p.a.qp, 0, b2i(i+C.BP_LIST == k), C.uint64_t(i)))
-		}
+		postSends(false, k, true)
 		waitCQ(p.b.rcq, k)
 		waitCQ(p.a.scq, 1)
 		for poll(p.a.scq, wc) > 0 { // a device that signals every send left more
@@ -129,20 +139,10 @@ func postSend(write, list bool) float64 {
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
 		if !write {
-			for i := 0; i < k; i++ {
-				ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
-			}
+			postRecvs(p.b.qp, k, false)
 		}
 		t0 := time.Now()
-		if list {
-			for i := 0; i < k; i += C.BP_LIST {
-				ok(C.bp_post_send_list(dev, p.a.qp, b2i(write), b2i(i+C.BP_LIST == k), C.uint64_t(i)))
-			}
-		} else {
-			for i := 0; i < k; i++ {
-				ok(C.bp_post_send(dev, p.a.qp, b2i(write), b2i(i == k-1), C.uint64_t(i), 0))
-			}
-		}
+		postSends(write, k, list)
 		total += time.Since(t0)
 		waitCQ(p.a.scq, 1)
 		if !write {
@@ -158,9 +158,7 @@ func roundTrip(write bool) float64 {
 	var total time.Duration
 	for c := 0; c < n; c += chunk {
 		if !write {
-			for i := 0; i < chunk; i++ {
-				ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
-			}
+			postRecvs(p.b.qp, chunk, false)
 		}
 		t0 := time.Now()
 		for i := 0; i < chunk; i++ {
@@ -276,9 +274,7 @@ func msgrate(p *C.struct_bp_pair, n, off int) float64 {
 func msgrateSend() float64 {
 	const n = msgrateN
 	wc := make([]C.struct_ibv_wc, 16)
-	for i := 0; i < C.BP_DEPTH; i++ {
-		ok(C.bp_post_recv(dev, p.b.qp, C.uint64_t(i), 0))
-	}
+	postRecvs(p.b.qp, C.BP_DEPTH, false)
 	posted, done, recvd := 0, 0, 0
 	t0 := time.Now()
 	for done < n || recvd < n {

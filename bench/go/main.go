@@ -185,12 +185,7 @@ func opPostRecv(n int) float64 {
 	const rounds = 40
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		for i := 0; i < 512; i += n {
-			for j := range wr {
-				wr[j].WRID = uint64(i + j)
-			}
-			must(s.qp.PostRecv(wr))
-		}
+		postRecvs(s.qp, wr, 512)
 		total += time.Since(t0)
 		reinit(s.qp)
 	}
@@ -209,12 +204,7 @@ func postRecvRTS(n int) float64 {
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
-		for i := 0; i < k; i += n {
-			for j := range rl {
-				rl[j].WRID = uint64(i + j)
-			}
-			must(p.b.qp.PostRecv(rl))
-		}
+		postRecvs(p.b.qp, rl, k)
 		total += time.Since(t0)
 		postBatch(sl, k)
 		waitCQ(p.b.rcq, k)
@@ -256,6 +246,17 @@ func sendList(write bool, n int) []verbs.SendWR {
 
 // postBatch posts k work requests from A, len(wr) per call, the last one
 // signaled.
+// postRecvs posts k receives on q, len(wr) per call, numbered 0 to k-1.
+func postRecvs(q *qp.QP, wr []verbs.RecvWR, k int) {
+	n := len(wr)
+	for i := 0; i < k; i += n {
+		for j := range wr {
+			wr[j].WRID = uint64(i + j)
+		}
+		must(q.PostRecv(wr))
+	}
+}
+
 func postBatch(wr []verbs.SendWR, k int) {
 	n := len(wr)
 	for i := 0; i < k; i += n {
@@ -278,9 +279,7 @@ func postSend(write bool, n int) float64 {
 	var total time.Duration
 	for r := 0; r < rounds; r++ {
 		if !write {
-			for i := 0; i < k; i++ {
-				must(p.b.qp.PostRecv(rwr))
-			}
+			postRecvs(p.b.qp, rwr, k)
 		}
 		t0 := time.Now()
 		postBatch(wr, k)
@@ -300,9 +299,7 @@ func roundTrip(write bool) float64 {
 	var total time.Duration
 	for c := 0; c < n; c += chunk {
 		if !write {
-			for i := 0; i < chunk; i++ {
-				must(p.b.qp.PostRecv(rwr))
-			}
+			postRecvs(p.b.qp, rwr, chunk)
 		}
 		t0 := time.Now()
 		for i := 0; i < chunk; i++ {
@@ -455,10 +452,7 @@ func msgrateSend() float64 {
 	const n = msgrateN
 	swr, rwr := sendWR(false, 0), recvWR(0)
 	wc := make([]verbs.WorkCompletion, 16)
-	for i := 0; i < depth; i++ {
-		rwr[0].WRID = uint64(i)
-		must(p.b.qp.PostRecv(rwr))
-	}
+	postRecvs(p.b.qp, rwr, depth)
 	posted, done, recvd := 0, 0, 0
 	t0 := time.Now()
 	for done < n || recvd < n {
