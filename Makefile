@@ -282,7 +282,8 @@ test-siw: bed-test-siw
 ## all in ONE boot of the two guests (hack/vm/batch.sh): TCG in TCG, a boot
 ## and its set-up take about 2 minutes. PVRDMA_SET's entries are
 ## PKG@RUN@SKIP (batch.sh): every verbs test but the fuzz seeds (sysfs
-## parsing, which unit and integration run); devinfo against ibv_devinfo
+## parsing, which unit and integration run); cq's test of the completions
+## a QP's close or reset removes from a CQ (CQCleaner); devinfo against ibv_devinfo
 ## (-v too); the rc and srq ping-pongs against ibv_rc_pingpong and
 ## ibv_srq_pingpong on libvmw_pvrdma, both ways, at 12388 bytes; perftest's
 ## ib_send_bw -R against goverbs perf both ways (rdma_cm with depth 0). In
@@ -298,6 +299,7 @@ test-siw: bed-test-siw
 ## hack/vm/run.sh -- hack/vm/pvrdma-smoke.sh
 PVRDMA_KERNEL ?= 6.1
 PVRDMA_SET ?= './verbs@@^Fuzz' \
+	'./cq@^TestQPCompletionsAfterCloseOrReset$$' \
 	'./cmd/goverbs@^TestDevinfoMatchesIbvDevinfo$$' \
 	'./cmd/goverbs@^TestPingpongInterop$$/^(rc|srq)$$/.*/.*/^s12388$$@^TestPingpongInterop$$/.*/^go-server$$/^go-client$$' \
 	'./cmd/goverbs@^TestPerfInterop$$/^send-bw-R$$@^TestPerfInterop$$/.*/^go-server$$/^go-client$$'

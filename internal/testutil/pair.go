@@ -65,6 +65,7 @@ type PairOptions struct {
 	Channel    bool     // bind the CQs to one completion channel
 	NoRNRRetry bool     // RNR retry count 0 instead of 7 (infinite)
 	CQE        int      // default 64
+	SendCQ     *cq.CQ   // both QPs' send CQ, instead of one each
 }
 
 // NewPair builds and connects a pair; everything is closed when the test
@@ -150,8 +151,10 @@ func NewPairIn(t testing.TB, pd *verbs.PD, o PairOptions) *Pair {
 	iwarp := IWARP(ctx)
 	mk := func(s *Side) {
 		var err error
-		if s.SendCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
-			t.Fatal(err)
+		if s.SendCQ = o.SendCQ; s.SendCQ == nil {
+			if s.SendCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if s.RecvCQ, err = cq.New(ctx, cq.Options{CQE: o.CQE, Channel: ch}); err != nil {
 			t.Fatal(err)
