@@ -1,6 +1,8 @@
 # Reads bench/rstream/run.sh's lines and prints per test the medians of
 # C's, Go's and TCP's Gb/s and µs per transfer, and the medians of the
 # per-round ratios Go/C (throughput: higher is better; latency: lower).
+# Other lines (run.sh's note of the guest's clocksource) are not results.
+$1 !~ /^[0-9]+$/ || NF != 5 { next }
 { g[$1, $2, $3] = $4; u[$1, $2, $3] = $5; rounds[$1]; if (!($3 in seen)) { seen[$3]; order[++k] = $3 } }
 function median(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }

@@ -43,6 +43,9 @@
 # runs in the inner guest, whose test device is vmw_pvrdma0 on eth0
 # (169.254.77.10). amd64 only; the inner's kernel log of the latest run is
 # kept at .cache/vm/last-pvrdma-inner-kernel.log.
+# GOVERBS_VM_APPEND adds words to the guest kernel's command line (say
+# "clocksource=tsc tsc=reliable", to compare a measurement with the
+# clocksource the kernel picks itself); not passed to pvrdma's inner guest.
 # GOVERBS_VM_LOCK=FILE makes VMs share a lock file: each run holds it shared,
 # or exclusively with GOVERBS_VM_LOCK_EXCLUSIVE=1, so a measurement never
 # runs beside another VM on the same machine.
@@ -483,7 +486,7 @@ done < <(grep '^rw ' "$run/meta" || true)
 # for the kernel's IO-APIC timer check, which then panics ("IO-APIC + timer
 # doesn't work!", seen with 6.12 while other VMs ran); a VM's timer needs
 # no such check.
-append="console=$console panic=-1 oops=panic no_timer_check"
+append="console=$console panic=-1 oops=panic no_timer_check${GOVERBS_VM_APPEND:+ $GOVERBS_VM_APPEND}"
 if [[ $verbose == 1 ]]; then
 	append+=" loglevel=7"
 	klog_dev=(-chardev "file,id=klog,path=/dev/stderr,append=on,logfile=$(qpath "$run/kernel.log")")
