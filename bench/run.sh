@@ -21,9 +21,7 @@ for f in "$bin"/bench-*; do
 	[[ -x $f ]] && impls+=("${f##*/bench-}")
 done
 n=${#impls[@]}
-# The guest's clock (a clocksource without a vDSO read, as TCG's guests
-# often end up with, makes every clock read a system call).
-echo "${0##*/}: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)" >&2
+"$(dirname "$0")/clocksource.sh" "${0##*/}"
 # The device and address the bed tests on (rxe0 and 169.254.77.1 on the rxe
 # bed, vmw_pvrdma0 and 169.254.77.10 in the nested pvrdma bed).
 export GOVERBS_BENCH_DEV=${GOVERBS_BENCH_DEV:-${GOVERBS_TEST_DEVICE:-rxe0}}

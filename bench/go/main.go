@@ -244,8 +244,6 @@ func sendList(write bool, n int) []verbs.SendWR {
 	return wr
 }
 
-// postBatch posts k work requests from A, len(wr) per call, the last one
-// signaled.
 // postRecvs posts k receives on q, len(wr) per call, numbered 0 to k-1.
 func postRecvs(q *qp.QP, wr []verbs.RecvWR, k int) {
 	n := len(wr)
@@ -257,6 +255,8 @@ func postRecvs(q *qp.QP, wr []verbs.RecvWR, k int) {
 	}
 }
 
+// postBatch posts k work requests from A, len(wr) per call, the last one
+// signaled.
 func postBatch(wr []verbs.SendWR, k int) {
 	n := len(wr)
 	for i := 0; i < k; i += n {

@@ -24,9 +24,7 @@ tests=(
 	"64_bw 64 2000 1" "4k_bw 4096 1000 1" "64k_bw 65536 200 1" "1m_bw 1048576 20 1"
 )
 impls=(c go tcp)
-# The guest's clock (a clocksource without a vDSO read, as TCG's guests
-# often end up with, makes every clock read a system call).
-echo "${0##*/}: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)" >&2
+"$(dirname "$0")/../clocksource.sh" "rstream/${0##*/}"
 [[ -z $before ]] || impls+=(gobefore)
 run() { # impl test size count iters round
 	local impl=$1 name=$2 size=$3 count=$4 iters=$5 r=$6 bin extra=()
