@@ -2,7 +2,8 @@
 // device list, the uverbs character device and driver id of each device,
 // port-to-netdev bindings, and adding or deleting software RDMA links
 // (rxe, siw). It is what rdma-core's device discovery and iproute2's
-// "rdma link" use.
+// "rdma link" use. The same socket code also carries route netlink
+// requests (DialRoute, Request) for package neigh.
 package rdmanl
 
 import (
@@ -42,8 +43,15 @@ type Conn struct {
 
 // Dial opens a NETLINK_RDMA socket. It fails with EPROTONOSUPPORT on
 // kernels without RDMA netlink (no ib_core).
-func Dial() (*Conn, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, netlinkRDMA)
+func Dial() (*Conn, error) { return dial(netlinkRDMA) }
+
+// DialRoute opens a NETLINK_ROUTE socket, for the few route, link and
+// neighbour requests that RoCE address resolution needs (package neigh);
+// its requests go through Request.
+func DialRoute() (*Conn, error) { return dial(unix.NETLINK_ROUTE) }
+
+func dial(proto int) (*Conn, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
 		return nil, &Error{Op: "socket", Err: err}
 	}
@@ -123,6 +131,9 @@ func (e *Encoder) put(t uint16, v []byte) {
 
 // U32 appends a u32 attribute.
 func (e *Encoder) U32(t uint16, v uint32) { e.put(t, binary.NativeEndian.AppendUint32(nil, v)) }
+
+// Raw appends an attribute of the bytes v.
+func (e *Encoder) Raw(t uint16, v []byte) { e.put(t, v) }
 
 // String appends a NUL-terminated string attribute.
 func (e *Encoder) String(t uint16, s string) { e.put(t, append([]byte(s), 0)) }
@@ -205,6 +216,27 @@ func parseMessages(b []byte, seq uint32) (payloads [][]byte, done bool, err erro
 // attribute sets of the replies. dump selects NLM_F_DUMP; otherwise an ack
 // is requested and the call returns after the reply or ack.
 func (c *Conn) Execute(name string, op uint16, dump bool, attrs []byte) ([]Attrs, error) {
+	payloads, err := c.Request(name, nldevType(op), dump, attrs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Attrs, 0, len(payloads))
+	for _, p := range payloads {
+		a, err := ParseAttrs(p)
+		if err != nil {
+			return nil, &Error{Op: name, Err: err}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Request sends one message of type typ with body (the family header
+// and attributes that follow the netlink header) and returns the bodies
+// of the replies, which the caller decodes. dump selects NLM_F_DUMP;
+// otherwise an ack is requested and the call returns after the reply or
+// ack.
+func (c *Conn) Request(name string, typ uint16, dump bool, body []byte) ([][]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
@@ -215,16 +247,16 @@ func (c *Conn) Execute(name string, op uint16, dump bool, attrs []byte) ([]Attrs
 	if dump {
 		flags = unix.NLM_F_REQUEST | unix.NLM_F_DUMP
 	}
-	msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(attrs))
-	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.NLMSG_HDRLEN+len(attrs)))
-	binary.NativeEndian.PutUint16(msg[4:], nldevType(op))
+	msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
+	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.NLMSG_HDRLEN+len(body)))
+	binary.NativeEndian.PutUint16(msg[4:], typ)
 	binary.NativeEndian.PutUint16(msg[6:], flags)
 	binary.NativeEndian.PutUint32(msg[8:], c.seq)
-	msg = append(msg, attrs...)
+	msg = append(msg, body...)
 	if err := unix.Sendto(c.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, &Error{Op: name, Err: err}
 	}
-	var out []Attrs
+	var out [][]byte
 	buf := make([]byte, 64*1024)
 	for {
 		n, _, err := unix.Recvfrom(c.fd, buf, 0)
@@ -234,19 +266,13 @@ func (c *Conn) Execute(name string, op uint16, dump bool, attrs []byte) ([]Attrs
 		if err != nil {
 			return nil, &Error{Op: name, Err: err}
 		}
-		// Attributes are slices of the datagram: copy it out of the
+		// Payloads are slices of the datagram: copy it out of the
 		// receive buffer, which the next datagram overwrites.
 		payloads, done, err := parseMessages(append([]byte(nil), buf[:n]...), c.seq)
 		if err != nil {
 			return nil, &Error{Op: name, Err: err}
 		}
-		for _, p := range payloads {
-			a, err := ParseAttrs(p)
-			if err != nil {
-				return nil, &Error{Op: name, Err: err}
-			}
-			out = append(out, a)
-		}
+		out = append(out, payloads...)
 		if done {
 			return out, nil
 		}
