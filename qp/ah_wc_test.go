@@ -36,11 +36,16 @@ func TestUDServerRepliesFromWC(t *testing.T) {
 	path := testutil.Path(t, p.Ctx)
 	path.GRH.HopLimit, path.GRH.TrafficClass = 17, 0x20
 	clientAH, err := p.PD.CreateAH(&path)
-	testutil.SkipIfNotCapable(t, err, "address handles from the kernel (CREATE_AH)")
+	testutil.SkipIfNotCapable(t, err, "address handles (CREATE_AH)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer clientAH.Close()
+	if testutil.HasModelBug(t, p.Ctx, testutil.QemuPvrdmaAHCache) {
+		// The exchange needs this pair's PD to be the first to send UD
+		// to the device's GID; TestUD is that one in this package.
+		return
+	}
 	client, server := &p.A, &p.B
 
 	// exchange sends msg from one side to the other through ah and returns

@@ -311,7 +311,7 @@ func TestUC(t *testing.T) {
 func TestUD(t *testing.T) {
 	p := testutil.NewPair(t, testutil.PairOptions{Type: qp.UD})
 	ah, err := p.PD.CreateAH(func() *verbs.AHAttr { a := testutil.Path(t, p.Ctx); return &a }())
-	testutil.SkipIfNotCapable(t, err, "address handles from the kernel (CREATE_AH)")
+	testutil.SkipIfNotCapable(t, err, "address handles (CREATE_AH)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,25 +321,45 @@ func TestUD(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill(p.A.MR.Bytes()[:1000], 33)
-	if err := p.A.QP.PostSend([]verbs.SendWR{{WRID: 6, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 77,
+	// The model carries no immediate data (every send is a plain SEND).
+	op, want := verbs.WRSendWithImm, verbs.WCGRH|verbs.WCWithImm
+	if testutil.HasModelBug(t, p.Ctx, testutil.QemuPvrdmaSendOnly) {
+		op, want = verbs.WRSend, verbs.WCGRH
+	}
+	if err := p.A.QP.PostSend([]verbs.SendWR{{WRID: 6, Opcode: op, Flags: verbs.SendSignaled, Imm: 77,
 		SGList: []verbs.SGE{testutil.SGE(p.A.MR, 0, 1000)}, AH: ah, RemoteQPN: p.B.QP.QPN(), RemoteQKey: testutil.QKey}}); err != nil {
 		t.Fatal(err)
 	}
 	wantWC(t, testutil.Completions(t, p.A.SendCQ, 1)[0], verbs.WCSend, 6, 0, p.A.QP.QPN())
 	wc := testutil.Completions(t, p.B.RecvCQ, 1)[0]
 	wantWC(t, wc, verbs.WCRecv, 4, 40+1000, p.B.QP.QPN())
-	if wc.SrcQP != p.A.QP.QPN() || wc.Imm() != 77 || wc.Flags&verbs.WCGRH == 0 {
+	if wc.SrcQP != p.A.QP.QPN() || wc.Flags&want != want || (op == verbs.WRSendWithImm && wc.Imm() != 77) {
 		t.Errorf("UD receive %+v", wc)
 	}
 	if !bytes.Equal(p.B.MR.Bytes()[40:1040], p.A.MR.Bytes()[:1000]) {
 		t.Fatal("UD payload differs")
 	}
 	// A wrong Q_Key is dropped silently; no AH is refused before the kernel.
-	err = p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, InlineData: []byte("x"), RemoteQPN: p.B.QP.QPN()}})
+	one := []verbs.SGE{testutil.SGE(p.A.MR, 0, 1)}
+	err = p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, SGList: one, RemoteQPN: p.B.QP.QPN()}})
 	if !errors.Is(err, verbs.ErrBadAH) {
 		t.Errorf("UD send without AH: %v", err)
 	}
-	if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMAWrite, InlineData: []byte("x"), AH: ah}}); !errors.Is(err, verbs.ErrBadOpcode) {
+	if err := p.A.QP.PostSend([]verbs.SendWR{{Opcode: verbs.WRRDMAWrite, SGList: one, AH: ah}}); !errors.Is(err, verbs.ErrBadOpcode) {
 		t.Errorf("RDMA WRITE on UD: %v", err)
+	}
+	// A UD post, address handle included, allocates nothing (9 sends:
+	// AllocsPerRun runs once more; no receive waits, so B drops them).
+	ud := []verbs.SendWR{{WRID: 7, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: one,
+		AH: ah, RemoteQPN: p.B.QP.QPN(), RemoteQKey: testutil.QKey}}
+	if n := testing.AllocsPerRun(8, func() {
+		if err := p.A.QP.PostSend(ud); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("UD PostSend: %v allocations per call", n)
+	}
+	for _, wc := range testutil.Completions(t, p.A.SendCQ, 9) {
+		wantWC(t, wc, verbs.WCSend, 7, 0, p.A.QP.QPN())
 	}
 }

@@ -343,7 +343,7 @@ func TestCreateDestroyCycles(t *testing.T) {
 			t.Fatalf("cycle %d: %v", i, err)
 		}
 		ah, err := pd.CreateAH(&path)
-		testutil.SkipIfNotCapable(t, err, "address handles from the kernel (CREATE_AH)")
+		testutil.SkipIfNotCapable(t, err, "address handles (CREATE_AH)")
 		if err != nil {
 			t.Fatalf("cycle %d: %v", i, err)
 		}
@@ -389,7 +389,7 @@ func TestContextCloseWithEverything(t *testing.T) {
 	testutil.NewPairIn(t, pd, testutil.PairOptions{Type: qp.UD, SRQ: s})
 	path := testutil.Path(t, ctx)
 	if _, err := pd.CreateAH(&path); err != nil {
-		testutil.SkipIfNotCapable(t, err, "address handles from the kernel (CREATE_AH)")
+		testutil.SkipIfNotCapable(t, err, "address handles (CREATE_AH)")
 		t.Fatal(err)
 	}
 	if err := ctx.Close(); err != nil {

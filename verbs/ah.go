@@ -1,13 +1,16 @@
 package verbs
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/kobj"
+	"github.com/goverbs/goverbs/internal/neigh"
 	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -56,16 +59,25 @@ type AH struct {
 	handle uint32
 	prov   provider.AH // the provider's part, for UD work requests
 	track  uint64
+	user   bool // built in user space (provider.UserAHs): no kernel object
 
 	mu     sync.Mutex
 	closed bool
 }
 
 // CreateAH creates an address handle in the PD. On RoCE the kernel
-// resolves the peer's MAC address from attr.GRH.DGID. A kernel driver
-// that creates no address handles for user space (vmw_pvrdma: rdma-core
-// builds them in its provider) fails with an error matching both
-// ErrNotCapable and unix.EOPNOTSUPP.
+// resolves the peer's MAC address from attr.GRH.DGID.
+//
+// A device whose kernel driver creates no address handles for user space
+// (vmw_pvrdma: rdma-core builds them in its provider) gets one built in
+// user space, as rdma-core's provider builds it: it needs a GRH on an
+// Ethernet port, and a destination GID that is link-local, multicast or
+// IPv4-mapped (else unix.EINVAL). The destination MAC comes from the GID
+// itself when it carries one, or, on a port with IP-based GIDs, from the
+// routing and neighbour tables; a neighbour not known yet is resolved
+// (ARP or neighbour discovery) within neigh.Timeout, 3 s, as libibverbs
+// waits, else the error matches unix.EHOSTUNREACH. Such an AH is no
+// kernel object: its Handle is 0.
 func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	if err := pd.check(); err != nil {
 		return nil, fmt.Errorf("verbs: create AH: %w", err)
@@ -75,6 +87,9 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	}
 	c := pd.ctx
 	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.abi()}
+	if u, ok := c.k.Provider.(provider.UserAHs); ok {
+		return pd.createUserAH(u, attr, &req.Attr)
+	}
 	var resp uverbs.CreateAhResp
 	prov := c.k.Provider.NewAH(&req.Attr)
 	var r uverbs.Ioctl
@@ -95,7 +110,54 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	return ah, nil
 }
 
-// Handle is the kernel handle of the AH.
+// createUserAH builds an address handle in user space (provider.UserAHs),
+// with the checks and the MAC resolution of rdma-core's pvrdma_create_ah.
+func (pd *PD) createUserAH(u provider.UserAHs, attr *AHAttr, abi *uverbs.AhAttr) (*AH, error) {
+	fail := func(format string, args ...any) (*AH, error) {
+		return nil, fmt.Errorf("verbs: create AH: "+format, args...)
+	}
+	if !attr.IsGlobal {
+		return fail("the device needs a GRH (RoCE): %w", unix.EINVAL)
+	}
+	port, err := pd.ctx.QueryPort(int(attr.Port))
+	if err != nil {
+		return fail("%w", err)
+	}
+	if port.LinkLayer != LinkLayerEthernet {
+		return fail("port %d's link layer is %v, not Ethernet: %w", attr.Port, port.LinkLayer, unix.EINVAL)
+	}
+	if int(attr.GRH.SGIDIndex) >= port.GIDTblLen {
+		return fail("source GID index %d past port %d's %d: %w", attr.GRH.SGIDIndex, attr.Port, port.GIDTblLen, unix.EINVAL)
+	}
+	dgid := netip.AddrFrom16(attr.GRH.DGID)
+	if !dgid.IsLinkLocalUnicast() && !dgid.IsMulticast() && !dgid.Is4In6() {
+		return fail("destination GID %v is neither link-local, multicast nor IPv4-mapped: %w", dgid, unix.EINVAL)
+	}
+	mac, ok := neigh.FromGID(attr.GRH.DGID)
+	if !ok {
+		if port.PortCapFlags&uverbs.IB_UVERBS_PCF_IP_BASED_GIDS == 0 {
+			// rdma-core reads the MAC out of link-local GIDs only then.
+			return fail("destination GID %v carries no MAC and port %d has no IP-based GIDs: %w", dgid, attr.Port, unix.EINVAL)
+		}
+		sgid, err := pd.ctx.QueryGID(int(attr.Port), int(attr.GRH.SGIDIndex))
+		if err != nil {
+			return fail("source GID %d: %w", attr.GRH.SGIDIndex, err)
+		}
+		if mac, err = neigh.Resolve(context.Background(), sgid.NetdevIfindex, netip.AddrFrom16(sgid.GID), dgid); err != nil {
+			return fail("%w", err)
+		}
+	}
+	if err := pd.check(); err != nil {
+		return fail("%w", err)
+	}
+	prov, err := u.NewUserAH(pd.udata, abi, mac)
+	if err != nil {
+		return fail("%w", err)
+	}
+	return &AH{pd: pd, prov: prov, user: true}, nil
+}
+
+// Handle is the kernel handle of the AH (0 for one built in user space).
 func (ah *AH) Handle() uint32 { return ah.handle }
 
 // PD returns the protection domain of the AH.
@@ -134,6 +196,10 @@ func (ah *AH) Close() error {
 	ah.mu.Lock()
 	defer ah.mu.Unlock()
 	if ah.closed {
+		return nil
+	}
+	if ah.user {
+		ah.closed = true
 		return nil
 	}
 	if err := ah.destroy(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/internal/kobj"
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -15,6 +16,7 @@ type PD struct {
 	ctx    *Context
 	handle uint32
 	track  uint64
+	udata  provider.Udata // ALLOC_PD's driver data, answer included (provider.UserAHs)
 
 	mu     sync.Mutex
 	closed bool
@@ -31,11 +33,12 @@ func (c *Context) AllocPD() (*PD, error) {
 	r.InitInvokeWrite("ALLOC_PD", uverbs.IB_USER_VERBS_CMD_ALLOC_PD, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	c.k.Provider.AllocPD().Add(&r)
+	u := c.k.Provider.AllocPD()
+	u.Add(&r)
 	if err := c.do(&r); err != nil {
 		return nil, err
 	}
-	pd := &PD{ctx: c, handle: resp.Handle}
+	pd := &PD{ctx: c, handle: resp.Handle, udata: u}
 	t, err := c.track(kobj.KindPD, pd)
 	if err != nil {
 		pd.destroy()

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -366,7 +368,7 @@ func (c *Context) QueryPort(port int) (*PortAttr, error) {
 		return nil, fmt.Errorf("verbs: query port: %w", err)
 	}
 	if port < 1 || port > 255 {
-		return nil, fmt.Errorf("verbs: query port %d: port numbers run from 1 to 255", port)
+		return nil, fmt.Errorf("verbs: query port %d: port numbers run from 1 to 255: %w", port, unix.EINVAL)
 	}
 	resp := new(uverbs.QueryPortRespEx)
 	var r uverbs.Ioctl

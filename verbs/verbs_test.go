@@ -413,12 +413,46 @@ func TestObjectAccessors(t *testing.T) {
 	testutil.SkipUnlessCap(t, attr.MaxAH > 0 && dev.NodeType.Transport() != verbs.TransportIWARP,
 		"address handles (max_ah > 0 on an IB/RoCE device)")
 	ah, err := pd.CreateAH(func() *verbs.AHAttr { a := testutil.Path(t, ctx); return &a }())
-	testutil.SkipUnlessCap(t, !errors.Is(err, verbs.ErrNotCapable), "address handles from the kernel (CREATE_AH: "+fmt.Sprint(err)+")")
+	testutil.SkipUnlessCap(t, !errors.Is(err, verbs.ErrNotCapable), "address handles (CREATE_AH: "+fmt.Sprint(err)+")")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ah.Close()
 	if ah.PD() != pd {
 		t.Error("AH.PD is not the PD it was created in")
+	}
+}
+
+// CreateAH refuses a path the device cannot use with EINVAL, whether the
+// kernel builds the handle or the provider does (pvrdma): no GRH on a
+// RoCE port, a port the device does not have.
+func TestCreateAHBadInput(t *testing.T) {
+	ctx := testutil.Open(t)
+	dev := ctx.Device()
+	attr, err := ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.SkipUnlessCap(t, attr.MaxAH > 0 && dev.NodeType.Transport() != verbs.TransportIWARP,
+		"address handles (max_ah > 0 on an IB/RoCE device)")
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	for name, mod := range map[string]func(*verbs.AHAttr){
+		"no GRH":   func(a *verbs.AHAttr) { a.IsGlobal = false },
+		"port 0":   func(a *verbs.AHAttr) { a.Port = 0 },
+		"port 200": func(a *verbs.AHAttr) { a.Port = 200 },
+	} {
+		a := testutil.Path(t, ctx)
+		mod(&a)
+		ah, err := pd.CreateAH(&a)
+		if !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s: %v, want EINVAL", name, err)
+		}
+		if ah != nil {
+			ah.Close()
+		}
 	}
 }

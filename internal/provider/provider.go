@@ -441,3 +441,16 @@ type AH interface {
 	// Udata returns CREATE_AH's driver data.
 	Udata() Udata
 }
+
+// UserAHs is a Context whose address handles live in user space, as
+// rdma-core's provider for the device builds them: its kernel driver
+// creates none for user space (CREATE_AH is EOPNOTSUPP), and each UD work
+// request carries the whole address vector, destination MAC included.
+// verbs resolves the MAC (package neigh) and issues no command; the AH
+// is not a kernel object.
+type UserAHs interface {
+	// NewUserAH builds the address handle for attr in the PD whose
+	// ALLOC_PD driver data (as AllocPD gave it, the kernel's answer in
+	// it) is pd, for frames to the Ethernet address dmac.
+	NewUserAH(pd Udata, attr *uverbs.AhAttr, dmac [6]byte) (AH, error)
+}

@@ -29,11 +29,24 @@ const (
 
 	// QemuPvrdmaSendOnly: qemu 7.2's pvrdma model posts every send work
 	// request to its backend as a SEND (pvrdma_qp_send passes neither
-	// opcode, remote address nor rkey): an RDMA WRITE reaches the peer as
-	// a SEND, consumes a receive or waits in RNR retries for ever. The
-	// device reports RDMA WRITE like any RoCE device.
+	// opcode, remote address, rkey nor immediate data): an RDMA WRITE
+	// reaches the peer as a SEND, consumes a receive or waits in RNR
+	// retries for ever, and a SEND with immediate data arrives without it.
+	// The device reports RDMA WRITE like any RoCE device.
 	QemuPvrdmaSendOnly ModelBug = "qemu pvrdma model: every send work request is carried as a SEND, RDMA WRITE included " +
 		"(hw/rdma/vmw/pvrdma_qp_ops.c pvrdma_qp_send; docs/providers.md, \"pvrdma\")"
+
+	// QemuPvrdmaAHCache: qemu 7.2's pvrdma model carries a UD send
+	// through an address handle of its backend device that it caches in
+	// one table for the whole device, keyed by the destination GID alone
+	// (hw/rdma/rdma_backend.c create_ah): the handle is made in the
+	// backend PD of the first guest PD that sends to that GID and handed
+	// to every later sender, whose backend QP (another PD) cannot use it.
+	// So only the first PD to send UD to a GID, for the device's
+	// lifetime, reaches it: two processes (a ping-pong, C or Go) or two
+	// PDs cannot. Nothing the device reports says so.
+	QemuPvrdmaAHCache ModelBug = "qemu pvrdma model: UD sends to a GID work from the first PD that sends to it only " +
+		"(hw/rdma/rdma_backend.c create_ah's device-wide cache; docs/providers.md, \"pvrdma\")"
 )
 
 // qemuPvrdma reports whether a device driven by drv with attributes a is
@@ -58,7 +71,7 @@ func HasModelBug(t testing.TB, ctx *verbs.Context, bug ModelBug) bool {
 	}
 	var has bool
 	switch bug {
-	case QemuPvrdmaArmDisarms, QemuPvrdmaSendOnly:
+	case QemuPvrdmaArmDisarms, QemuPvrdmaSendOnly, QemuPvrdmaAHCache:
 		has = qemuPvrdma(ctx.Device().Driver, a)
 	default:
 		t.Fatalf("HasModelBug: unknown bug %q", bug)

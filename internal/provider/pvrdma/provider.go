@@ -97,8 +97,9 @@ func (*ucontext) RegMR() provider.Udata { return provider.Udata{} }
 // AllocPD gives ALLOC_PD room for the driver response (struct
 // pvrdma_alloc_pd_resp, the PD number): the kernel's pvrdma_alloc_pd
 // copies it out for every user PD and fails with EFAULT without room
-// (rdma-core's pvrdma_alloc_pd passes it too). goverbs does not keep the
-// number: only UD address vectors need it, and UD sends are refused.
+// (rdma-core's pvrdma_alloc_pd passes it too). verbs keeps the driver
+// data with the PD; NewUserAH reads the number from it for the address
+// vectors of UD sends.
 func (*ucontext) AllocPD() provider.Udata {
 	return provider.Udata{Out: provider.Bytes(new(uverbs.PvrdmaAllocPdResp))}
 }
@@ -347,16 +348,49 @@ func (s *srq) Release() error {
 	return err
 }
 
-// ah is a pvrdma context's address handle: CREATE_AH without driver data.
-// UD sends are refused (SendQueue.CheckSend), so nothing of it is used on
-// the data path.
-type ah struct{}
+// addressHandle is a pvrdma address handle: the address vector (struct
+// pvrdma_av) every UD send WQE carries, built in user space as rdma-core's
+// pvrdma_create_ah builds it (vmw_pvrdma creates no AHs for user space).
+type addressHandle struct {
+	av uverbs.PvrdmaAv
+}
 
-func (*ucontext) NewAH(*uverbs.AhAttr) provider.AH { return ah{} }
-func (ah) Udata() provider.Udata                   { return provider.Udata{} }
+// NewAH is never called: the context is provider.UserAHs, so verbs
+// builds pvrdma's address handles with NewUserAH and issues no CREATE_AH
+// (which vmw_pvrdma fails with EOPNOTSUPP).
+func (*ucontext) NewAH(*uverbs.AhAttr) provider.AH { return new(addressHandle) }
+
+// NewUserAH builds the address vector for attr in the PD whose ALLOC_PD
+// driver data is pd (its PD number, from the kernel's answer), to dmac:
+// port_pd is the PD number and the port in the top byte, src_path_bits
+// has bit 7 set, the traffic class and flow label share a word, and the
+// rate and SL are left 0, as rdma-core leaves them.
+func (*ucontext) NewUserAH(pd provider.Udata, attr *uverbs.AhAttr, dmac [6]byte) (provider.AH, error) {
+	if len(pd.Out) < int(unsafe.Sizeof(uverbs.PvrdmaAllocPdResp{})) {
+		return nil, fmt.Errorf("pvrdma: the PD has no ALLOC_PD response (%d bytes)", len(pd.Out))
+	}
+	pdn := (*uverbs.PvrdmaAllocPdResp)(unsafe.Pointer(&pd.Out[0])).Pdn
+	if pdn >= 1<<24 {
+		return nil, fmt.Errorf("pvrdma: PD number %#x does not fit the address vector's 24 bits", pdn)
+	}
+	a := &addressHandle{av: uverbs.PvrdmaAv{
+		Port_pd:             pdn | uint32(attr.Port_num)<<24,
+		Sl_tclass_flowlabel: uint32(attr.Grh.Traffic_class)<<20 | attr.Grh.Flow_label&0xfffff,
+		Dgid:                attr.Grh.Dgid,
+		Src_path_bits:       attr.Src_path_bits | 0x80,
+		Gid_index:           attr.Grh.Sgid_index,
+		Hop_limit:           attr.Grh.Hop_limit,
+		Dmac:                dmac,
+	}}
+	return a, nil
+}
+
+// Udata is empty: no command creates the handle.
+func (*addressHandle) Udata() provider.Udata { return provider.Udata{} }
 
 var (
 	_ provider.Context       = (*ucontext)(nil)
+	_ provider.UserAHs       = (*ucontext)(nil)
 	_ provider.CQ            = (*CQ)(nil)
 	_ provider.QP            = (*qp)(nil)
 	_ provider.QPCreateCaps  = (*qp)(nil)

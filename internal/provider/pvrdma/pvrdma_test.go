@@ -33,6 +33,11 @@ type okChecker struct{}
 
 func (okChecker) CheckSend(int, *provider.SendWR) (provider.AH, error) { return nil, nil }
 
+// ahChecker passes every work request with the address handle ah.
+type ahChecker struct{ ah provider.AH }
+
+func (c ahChecker) CheckSend(int, *provider.SendWR) (provider.AH, error) { return c.ah, nil }
+
 type refuseChecker struct{ err error }
 
 func (c refuseChecker) CheckSend(int, *provider.SendWR) (provider.AH, error) { return nil, c.err }
@@ -310,7 +315,7 @@ func TestSendRefusals(t *testing.T) {
 	}
 	_, ud, _ := newTestQP(t, true, uverbs.IB_UVERBS_QPT_UD)
 	if n, _, err := ud.Send.Post([]provider.SendWR{{Opcode: provider.WRSend}}, okChecker{}); n != 0 || !providertest.Is(err, 0, provider.ReasonNotCapable) {
-		t.Errorf("UD send: %d %v", n, err)
+		t.Errorf("UD send without this provider's AH: %d %v", n, err)
 	}
 	// An invalid ring state (the device wrote an index out of range).
 	p, info2, _ := newTestQP(t, true, uverbs.IB_UVERBS_QPT_RC)
@@ -830,5 +835,67 @@ func TestAllocPDUdata(t *testing.T) {
 	u := c.AllocPD()
 	if len(u.In) != 0 || len(u.Out) != 8 {
 		t.Fatalf("ALLOC_PD driver data: %d bytes in, %d out; want 0, 8", len(u.In), len(u.Out))
+	}
+}
+
+// TestUDSendWQE checks a UD send's WQE against struct pvrdma_sq_wqe_hdr's
+// wr.ud (remote_qpn, remote_qkey, then struct pvrdma_av at union offset
+// 8) with the address vector as rdma-core's pvrdma_create_ah fills it.
+func TestUDSendWQE(t *testing.T) {
+	c, _ := fakeContext(false)
+	resp := uverbs.PvrdmaAllocPdResp{Pdn: 0x42}
+	attr := uverbs.AhAttr{Port_num: 1, Src_path_bits: 3, Is_global: 1}
+	attr.Grh.Dgid = [16]byte{0: 0xfe, 1: 0x80, 8: 0x52, 15: 0x99}
+	attr.Grh.Flow_label = 0x12345
+	attr.Grh.Sgid_index = 1
+	attr.Grh.Hop_limit = 64
+	attr.Grh.Traffic_class = 0xb8
+	dmac := [6]byte{0x52, 0x54, 0, 0xaa, 0xbb, 0x01}
+	ah, err := c.NewUserAH(provider.Udata{Out: provider.Bytes(&resp)}, &attr, dmac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewUserAH(provider.Udata{}, &attr, dmac); err == nil {
+		t.Error("an AH without the PD's ALLOC_PD response was built")
+	}
+	big := uverbs.PvrdmaAllocPdResp{Pdn: 1 << 24}
+	if _, err := c.NewUserAH(provider.Udata{Out: provider.Bytes(&big)}, &attr, dmac); err == nil {
+		t.Error("a PD number past 24 bits was accepted")
+	}
+
+	p, info, uar := newTestQP(t, false, uverbs.IB_UVERBS_QPT_UD)
+	wqe := p.sbuf[int(pageSize) : int(pageSize)+128]
+	for j := range wqe {
+		wqe[j] = 0xaa
+	}
+	sge := []provider.SGE{{Addr: 0x1000, Length: 100, LKey: 5}}
+	wr := provider.SendWR{WRID: 9, Opcode: provider.WRSendWithImm, Imm: 0x01020304, SGList: sge,
+		Flags: provider.SendSignaled, RemoteQPN: 0x17, RemoteQKey: 0x11111111}
+	if n, _, err := info.Send.Post([]provider.SendWR{wr}, ahChecker{ah}); n != 1 || err != nil {
+		t.Fatalf("UD post: %d %v", n, err)
+	}
+	want := make([]byte, 96)
+	le.PutUint64(want[0:], 9)
+	le.PutUint32(want[8:], 1)  // num_sge
+	le.PutUint32(want[16:], 3) // PVRDMA_WR_SEND_WITH_IMM
+	le.PutUint32(want[20:], 2) // SIGNALED
+	binary.BigEndian.PutUint32(want[24:], 0x01020304)
+	le.PutUint32(want[32:], 0x17)             // wr.ud.remote_qpn
+	le.PutUint32(want[36:], 0x11111111)       // wr.ud.remote_qkey
+	le.PutUint32(want[40:], 0x42|1<<24)       // av.port_pd
+	le.PutUint32(want[44:], 0xb8<<20|0x12345) // av.sl_tclass_flowlabel
+	copy(want[48:64], attr.Grh.Dgid[:])       // av.dgid
+	want[64] = 0x83                           // av.src_path_bits | 0x80
+	want[65] = 1                              // av.gid_index
+	want[67] = 64                             // av.hop_limit
+	copy(want[68:74], dmac[:])                // av.dmac
+	le.PutUint64(want[80:], 0x1000)
+	le.PutUint32(want[88:], 100)
+	le.PutUint32(want[92:], 5)
+	if got := wqe[:96]; !bytes.Equal(got, want) {
+		t.Errorf("UD WQE\n got %x\nwant %x", got, want)
+	}
+	if uar[0] != 1<<30|0x105 {
+		t.Errorf("doorbell %#x", uar[0])
 	}
 }

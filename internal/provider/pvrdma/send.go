@@ -18,6 +18,9 @@ const (
 	offAtomicCompareAdd = 8  // wr.atomic.compare_add
 	offAtomicSwap       = 16 // wr.atomic.swap
 	offAtomicRKey       = 24 // wr.atomic.rkey
+	offUDRemoteQPN      = 0  // wr.ud.remote_qpn
+	offUDRemoteQKey     = 4  // wr.ud.remote_qkey
+	offUDAV             = 8  // wr.ud.av, a struct pvrdma_av
 )
 
 // sendFlagsMask are the send flags the WQE carries: rdma-core passes
@@ -74,13 +77,23 @@ func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	n := 0
 	for i := range wrs {
 		wr := &wrs[i]
-		if _, cerr := check.CheckSend(i, wr); cerr != nil {
+		ah, cerr := check.CheckSend(i, wr)
+		if cerr != nil {
 			err = cerr
 			break
 		}
 		if r := s.CheckSend(wr); r != 0 {
 			err = s.errs.At(i, r)
 			break
+		}
+		var av *uverbs.PvrdmaAv
+		if s.ud {
+			a, ok := ah.(*addressHandle)
+			if !ok { // the check passes only this context's AHs
+				err = s.errs.At(i, provider.ReasonNotCapable)
+				break
+			}
+			av = &a.av
 		}
 		slot, free, valid := s.r.space()
 		if !valid {
@@ -91,7 +104,7 @@ func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 			err = s.errs.Full(i)
 			break
 		}
-		s.write(unsafe.Add(s.wqes, uintptr(slot)*s.wqeSize), wr)
+		s.write(unsafe.Add(s.wqes, uintptr(slot)*s.wqeSize), wr, av)
 		s.r.produce()
 		n++
 	}
@@ -102,8 +115,9 @@ func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	return n, false, err
 }
 
-// write encodes wr into the WQE at e; CheckSend accepted it.
-func (s *SendQueue) write(e unsafe.Pointer, wr *provider.SendWR) {
+// write encodes wr into the WQE at e, with the address vector av on a UD
+// QP; CheckSend accepted it.
+func (s *SendQueue) write(e unsafe.Pointer, wr *provider.SendWR, av *uverbs.PvrdmaAv) {
 	h := (*uverbs.PvrdmaSqWqeHdr)(e)
 	*h = uverbs.PvrdmaSqWqeHdr{
 		Wr_id: wr.WRID, Num_sge: uint32(len(wr.SGList)),
@@ -115,6 +129,11 @@ func (s *SendQueue) write(e unsafe.Pointer, wr *provider.SendWR) {
 		binary.BigEndian.PutUint32(h.Ex[:], wr.Imm) // ex.imm_data is __be32
 	}
 	u := unsafe.Pointer(&h.Wr)
+	if av != nil {
+		*(*uint32)(unsafe.Add(u, offUDRemoteQPN)) = wr.RemoteQPN
+		*(*uint32)(unsafe.Add(u, offUDRemoteQKey)) = wr.RemoteQKey
+		*(*uverbs.PvrdmaAv)(unsafe.Add(u, offUDAV)) = *av
+	}
 	switch wr.Opcode {
 	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
 		*(*uint64)(unsafe.Add(u, offRDMARemoteAddr)) = wr.RemoteAddr
@@ -132,9 +151,6 @@ func (s *SendQueue) write(e unsafe.Pointer, wr *provider.SendWR) {
 
 // CheckSend refuses what this provider cannot carry, 0 when it can:
 //   - inline data (pvrdma has none): ReasonNotCapable;
-//   - a UD send: its WQE needs the address vector (struct pvrdma_av) with
-//     the PD number from ALLOC_PD's driver response and the resolved
-//     destination MAC, which the seam does not carry: ReasonNotCapable;
 //   - atomics on a device that reports no atomic capability:
 //     ReasonNotCapable;
 //   - any opcode past RDMA READ and the two atomics (SEND_WITH_INV,
@@ -151,7 +167,7 @@ func (s *SendQueue) CheckSend(wr *provider.SendWR) provider.Reason {
 	default:
 		return provider.ReasonNotCapable
 	}
-	if wr.InlineData != nil || s.ud {
+	if wr.InlineData != nil {
 		return provider.ReasonNotCapable
 	}
 	if len(wr.SGList) > s.maxSGE {
