@@ -136,7 +136,8 @@ func (pd *PD) createUserAH(u provider.UserAHs, attr *AHAttr, abi *uverbs.AhAttr)
 	mac, ok := neigh.FromGID(attr.GRH.DGID)
 	if !ok {
 		if port.PortCapFlags&uverbs.IB_UVERBS_PCF_IP_BASED_GIDS == 0 {
-			// rdma-core reads the MAC out of link-local GIDs only then.
+			// Without IP-based GIDs rdma-core resolves no IPv4-mapped or
+			// global GID: only the ones that carry their MAC.
 			return fail("destination GID %v carries no MAC and port %d has no IP-based GIDs: %w", dgid, attr.Port, unix.EINVAL)
 		}
 		sgid, err := pd.ctx.QueryGID(int(attr.Port), int(attr.GRH.SGIDIndex))
