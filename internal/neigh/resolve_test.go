@@ -37,8 +37,9 @@ func TestResolveLoopback(t *testing.T) {
 
 // TestResolveOnTestBed resolves, on the test device's netdev (the
 // source GID's, as verbs.CreateAH asks): the device's own address (the
-// netdev's MAC), a neighbour entry made for the test, and an address
-// nobody answers for (ErrUnresolved once the context ends).
+// netdev's MAC), a neighbour entry made for the test, an address behind a
+// route whose gateway is that neighbour, and an address nobody answers
+// for (ErrUnresolved once the context ends).
 func TestResolveOnTestBed(t *testing.T) {
 	ctx := testutil.Open(t)
 	idx, gid := testutil.GIDIndex(t, ctx)
@@ -68,6 +69,17 @@ func TestResolveOnTestBed(t *testing.T) {
 	m, err = neigh.Resolve(context.Background(), ifc.Index, src, netip.AddrFrom16(kn.As16()))
 	if err != nil || m != (neigh.MAC{2, 0, 0, 0, 2, 1}) {
 		t.Errorf("neighbour %v: %v %v", kn, m, err)
+	}
+
+	// Off the link: the route's gateway, the known neighbour, decides.
+	const far = "10.99.77.0/24"
+	if out, err := exec.Command(ip, "route", "replace", far, "via", kn.String(), "dev", ifc.Name).CombinedOutput(); err != nil {
+		t.Fatalf("ip route replace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(ip, "route", "del", far).Run() })
+	dst := netip.MustParseAddr("::ffff:10.99.77.5")
+	if m, err := neigh.Resolve(context.Background(), ifc.Index, src, dst); err != nil || m != (neigh.MAC{2, 0, 0, 0, 2, 1}) {
+		t.Errorf("%v via %v: %v %v", dst, kn, m, err)
 	}
 
 	c, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
