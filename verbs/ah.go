@@ -75,7 +75,7 @@ type AH struct {
 // IPv4-mapped (else unix.EINVAL). The destination MAC comes from the GID
 // itself when it carries one, or, on a port with IP-based GIDs, from the
 // routing and neighbour tables; a neighbour not known yet is resolved
-// (ARP or neighbour discovery) within neigh.Timeout, 3 s, as libibverbs
+// (ARP or neighbour discovery) within 3 seconds, as libibverbs
 // waits, else the error matches unix.EHOSTUNREACH. Such an AH is no
 // kernel object: its Handle is 0.
 func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {

@@ -25,20 +25,29 @@ func nldevType(op uint16) uint16 { return uverbs.RDMA_NL_NLDEV<<10 + op }
 
 // Error is a failure reported by the kernel for one netlink request.
 type Error struct {
-	Op  string
-	Err error
+	Route bool // on a route netlink socket (DialRoute)
+	Op    string
+	Err   error
 }
 
-func (e *Error) Error() string { return "rdma netlink: " + e.Op + ": " + e.Err.Error() }
+func (e *Error) Error() string {
+	p := "rdma netlink: "
+	if e.Route {
+		p = "route netlink: "
+	}
+	return p + e.Op + ": " + e.Err.Error()
+}
 
 // Unwrap returns the errno.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Conn is a NETLINK_RDMA socket. It is safe for concurrent use.
+// Conn is a NETLINK_RDMA socket (or, from DialRoute, a NETLINK_ROUTE
+// one). It is safe for concurrent use.
 type Conn struct {
-	mu  sync.Mutex
-	fd  int
-	seq uint32
+	mu    sync.Mutex
+	fd    int
+	seq   uint32
+	route bool
 }
 
 // Dial opens a NETLINK_RDMA socket. It fails with EPROTONOSUPPORT on
@@ -53,13 +62,13 @@ func DialRoute() (*Conn, error) { return dial(unix.NETLINK_ROUTE) }
 func dial(proto int) (*Conn, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
-		return nil, &Error{Op: "socket", Err: err}
+		return nil, &Error{Route: proto == unix.NETLINK_ROUTE, Op: "socket", Err: err}
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return nil, &Error{Op: "bind", Err: err}
+		return nil, &Error{Route: proto == unix.NETLINK_ROUTE, Op: "bind", Err: err}
 	}
-	return &Conn{fd: fd}, nil
+	return &Conn{fd: fd, route: proto == unix.NETLINK_ROUTE}, nil
 }
 
 // Close closes the socket.
@@ -240,7 +249,7 @@ func (c *Conn) Request(name string, typ uint16, dump bool, body []byte) ([][]byt
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
-		return nil, &Error{Op: name, Err: os.ErrClosed}
+		return nil, &Error{Route: c.route, Op: name, Err: os.ErrClosed}
 	}
 	c.seq++
 	flags := uint16(unix.NLM_F_REQUEST | unix.NLM_F_ACK)
@@ -254,7 +263,7 @@ func (c *Conn) Request(name string, typ uint16, dump bool, body []byte) ([][]byt
 	binary.NativeEndian.PutUint32(msg[8:], c.seq)
 	msg = append(msg, body...)
 	if err := unix.Sendto(c.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, &Error{Op: name, Err: err}
+		return nil, &Error{Route: c.route, Op: name, Err: err}
 	}
 	var out [][]byte
 	buf := make([]byte, 64*1024)
@@ -264,13 +273,13 @@ func (c *Conn) Request(name string, typ uint16, dump bool, body []byte) ([][]byt
 			continue
 		}
 		if err != nil {
-			return nil, &Error{Op: name, Err: err}
+			return nil, &Error{Route: c.route, Op: name, Err: err}
 		}
 		// Payloads are slices of the datagram: copy it out of the
 		// receive buffer, which the next datagram overwrites.
 		payloads, done, err := parseMessages(append([]byte(nil), buf[:n]...), c.seq)
 		if err != nil {
-			return nil, &Error{Op: name, Err: err}
+			return nil, &Error{Route: c.route, Op: name, Err: err}
 		}
 		out = append(out, payloads...)
 		if done {
