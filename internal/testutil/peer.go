@@ -22,10 +22,7 @@ import (
 // when the test netdev is not one end of a veth pair.
 func MulticastPeerAddr(t testing.TB) string {
 	t.Helper()
-	netdev := os.Getenv(EnvNetdev)
-	if netdev == "" {
-		Unavailable(t, "%s not set", EnvNetdev)
-	}
+	netdev := Netdev(t)
 	b, err := os.ReadFile("/sys/class/net/" + netdev + "/iflink")
 	if err != nil {
 		t.Fatal(err)

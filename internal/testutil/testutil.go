@@ -130,6 +130,17 @@ func Addr(t testing.TB) string {
 	return ""
 }
 
+// Netdev returns the test device's network device (its Ethernet
+// interface).
+func Netdev(t testing.TB) string {
+	t.Helper()
+	if n := os.Getenv(EnvNetdev); n != "" {
+		return n
+	}
+	Unavailable(t, "%s not set", EnvNetdev)
+	return ""
+}
+
 // LookPath finds a program the test needs (rdma-core's tools). When the
 // device is required the program is required too.
 func LookPath(t testing.TB, name string) string {
