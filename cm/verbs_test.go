@@ -123,8 +123,20 @@ func TestEndpointHelpers(t *testing.T) {
 	if err := cli.PostWrite(13, cm1.Bytes()[500:512], cm1, verbs.SendSignaled, cm2.IOVA()+2000, cm2.RKey()); err != nil {
 		t.Fatal(err)
 	}
-	if wc, err := cli.GetSendComp(timeout(t)); err != nil || wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMAWrite || string(buf[2000:2012]) != "remote-bytes" {
+	if wc, err := cli.GetSendComp(timeout(t)); err != nil || wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMAWrite {
 		t.Fatalf("write %+v %v", wc, err)
+	}
+	// A write's completion says the source may be reused, not that the
+	// data is placed: iWARP (siw) completes it once it is sent. A READ
+	// after it returns once the responder placed the write before it.
+	if err := cli.PostRead(14, cm1.Bytes()[600:612], cm1, verbs.SendSignaled, cm2.IOVA()+2000, cm2.RKey()); err != nil {
+		t.Fatal(err)
+	}
+	if wc, err := cli.GetSendComp(timeout(t)); err != nil || wc.Status != verbs.WCSuccess || wc.WRID != 14 {
+		t.Fatalf("read after write %+v %v", wc, err)
+	}
+	if got, back := string(buf[2000:2012]), string(cm1.Bytes()[600:612]); got != "remote-bytes" || back != got {
+		t.Fatalf("written %q, read back %q", got, back)
 	}
 	// A buffer outside the region is refused.
 	if err := cli.PostSend(1, make([]byte, 8), cm1, 0); err == nil {
