@@ -141,13 +141,13 @@ func (b *ppBed) skipUnlessOffers(t *testing.T, typ string) {
 	}
 }
 
-// eventModes is whether to sleep on completion events (-e), both ways
-// where the device raises them.
 // runs reports whether the ping-pongs of transport typ are run here:
 // not UD where the model bug udShared names breaks it (the bed logged
 // which bug when it was set up); the cases are left out, not skipped.
 func (b *ppBed) runs(typ string) bool { return typ != "ud" || b.udShared }
 
+// eventModes is whether to sleep on completion events (-e), both ways
+// where the device raises them.
 func (b *ppBed) eventModes() []bool {
 	if !b.events {
 		return []bool{false}

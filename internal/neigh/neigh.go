@@ -211,10 +211,10 @@ func getRoute(c *rdmanl.Conn, ifindex int, dst netip.Addr) (route, error) {
 	if err != nil {
 		return route{}, err
 	}
-	for _, r := range replies {
-		return parseRoute(r)
+	if len(replies) == 0 {
+		return route{}, errors.New("no RTM_NEWROUTE reply")
 	}
-	return route{}, errors.New("no RTM_NEWROUTE reply")
+	return parseRoute(replies[0])
 }
 
 // parseRoute decodes an RTM_NEWROUTE body (struct rtmsg and attributes).
@@ -241,14 +241,14 @@ func linkAddr(c *rdmanl.Conn, ifindex int) (MAC, error) {
 	if err != nil {
 		return MAC{}, fmt.Errorf("neigh: interface %d: %w", ifindex, err)
 	}
-	for _, r := range replies {
-		m, err := parseLink(r)
-		if err != nil {
-			return MAC{}, fmt.Errorf("neigh: interface %d: %w", ifindex, err)
-		}
-		return m, nil
+	if len(replies) == 0 {
+		return MAC{}, fmt.Errorf("neigh: interface %d: no RTM_NEWLINK reply", ifindex)
 	}
-	return MAC{}, fmt.Errorf("neigh: interface %d: no RTM_NEWLINK reply", ifindex)
+	m, err := parseLink(replies[0])
+	if err != nil {
+		return MAC{}, fmt.Errorf("neigh: interface %d: %w", ifindex, err)
+	}
+	return m, nil
 }
 
 // parseLink decodes an RTM_NEWLINK body's Ethernet address.

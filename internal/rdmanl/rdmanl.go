@@ -60,15 +60,16 @@ func Dial() (*Conn, error) { return dial(netlinkRDMA) }
 func DialRoute() (*Conn, error) { return dial(unix.NETLINK_ROUTE) }
 
 func dial(proto int) (*Conn, error) {
+	route := proto == unix.NETLINK_ROUTE
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
-		return nil, &Error{Route: proto == unix.NETLINK_ROUTE, Op: "socket", Err: err}
+		return nil, &Error{Route: route, Op: "socket", Err: err}
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return nil, &Error{Route: proto == unix.NETLINK_ROUTE, Op: "bind", Err: err}
+		return nil, &Error{Route: route, Op: "bind", Err: err}
 	}
-	return &Conn{fd: fd, route: proto == unix.NETLINK_ROUTE}, nil
+	return &Conn{fd: fd, route: route}, nil
 }
 
 // Close closes the socket.
