@@ -90,8 +90,12 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	if u, ok := c.k.Provider.(provider.UserAHs); ok {
 		return pd.createUserAH(u, attr, &req.Attr)
 	}
+	k, ok := c.k.Provider.(provider.KernelAHs)
+	if !ok {
+		return nil, fmt.Errorf("verbs: create AH: the provider of %s has no address handles: %w", c.dev.Name, unix.EOPNOTSUPP)
+	}
 	var resp uverbs.CreateAhResp
-	prov := c.k.Provider.NewAH(&req.Attr)
+	prov := k.NewAH(&req.Attr)
 	var r uverbs.Ioctl
 	r.InitInvokeWrite("CREATE_AH", uverbs.IB_USER_VERBS_CMD_CREATE_AH, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))

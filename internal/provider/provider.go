@@ -21,8 +21,8 @@
 // verbs.Context and its table of operations. Every object is created the
 // same way around its kernel command:
 //
-//  1. New: the Context's NewCQ, NewQP, NewSRQ or NewAH prepares the
-//     object. A provider whose queues live in user memory (hardware:
+//  1. New: the Context's NewCQ, NewQP, NewSRQ or (a [KernelAHs]) NewAH
+//     prepares the object. A provider whose queues live in user memory (hardware:
 //     pvrdma, mlx5) allocates them here, page-aligned and off the Go heap
 //     (an anonymous mmap), because the kernel pins them as umem and the
 //     device writes them by DMA. If the device lays those queues out from
@@ -214,9 +214,6 @@ type Context interface {
 	NewQP(attr QPAttr) (QP, error)
 	// NewSRQ prepares an SRQ.
 	NewSRQ(attr SRQAttr) (SRQ, error)
-	// NewAH prepares an address handle for attr, the attributes
-	// CREATE_AH sends.
-	NewAH(attr *uverbs.AhAttr) AH
 	// RegMR returns REG_MR's driver data (siw's STag key request and
 	// response). It is used for one command.
 	RegMR() Udata
@@ -440,6 +437,17 @@ type SRQInfo struct {
 type AH interface {
 	// Udata returns CREATE_AH's driver data.
 	Udata() Udata
+}
+
+// KernelAHs is a Context whose address handles are kernel objects, made
+// by CREATE_AH (rxe: the kernel's AH number goes into each UD work
+// request; siw: the kernel refuses the command, and says so). A Context
+// is a KernelAHs or a [UserAHs]; verbs refuses address handles
+// (unix.EOPNOTSUPP) on one that is neither.
+type KernelAHs interface {
+	// NewAH prepares an address handle for attr, the attributes
+	// CREATE_AH sends.
+	NewAH(attr *uverbs.AhAttr) AH
 }
 
 // UserAHs is a Context whose address handles live in user space, as

@@ -355,11 +355,6 @@ type addressHandle struct {
 	av uverbs.PvrdmaAv
 }
 
-// NewAH is never called: the context is provider.UserAHs, so verbs
-// builds pvrdma's address handles with NewUserAH and issues no CREATE_AH
-// (which vmw_pvrdma fails with EOPNOTSUPP).
-func (*ucontext) NewAH(*uverbs.AhAttr) provider.AH { return new(addressHandle) }
-
 // NewUserAH builds the address vector for attr in the PD whose ALLOC_PD
 // driver data is pd (its PD number, from the kernel's answer), to dmac:
 // port_pd is the PD number and the port in the top byte, src_path_bits

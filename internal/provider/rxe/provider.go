@@ -318,6 +318,7 @@ func (a *addressHandle) Udata() provider.Udata { return provider.Udata{Out: prov
 
 var (
 	_ provider.Context   = (*ucontext)(nil)
+	_ provider.KernelAHs = (*ucontext)(nil)
 	_ provider.CQ        = (*cq)(nil)
 	_ provider.QP        = (*qp)(nil)
 	_ provider.SRQ       = (*srq)(nil)

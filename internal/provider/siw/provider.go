@@ -177,6 +177,7 @@ func (noAH) Udata() provider.Udata                 { return provider.Udata{} }
 
 var (
 	_ provider.Context   = (*ucontext)(nil)
+	_ provider.KernelAHs = (*ucontext)(nil)
 	_ provider.CQ        = (*CQ)(nil)
 	_ provider.QP        = (*qp)(nil)
 	_ provider.SendQueue = (*SendQueue)(nil)
