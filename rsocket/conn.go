@@ -422,13 +422,15 @@ func (e *CompletionError) Error() string {
 
 // Unwrap gives the errno a socket would report: ECONNRESET when the
 // peer's side refused the request (a dead process's registrations are
-// gone), or on iWARP when the request was flushed (siw moves the QP to
-// the error state when the peer's end of its TCP stream goes away, as
-// when the peer's process dies: seen on siw), ETIMEDOUT when it stopped
+// gone), or on iWARP when the request was flushed or failed locally in
+// transmission (siw moves the QP to the error state when the peer's end
+// of its TCP stream goes away, as when the peer's process dies, and
+// completes the request it was sending then with LOC_QP_OP_ERR:
+// siw_qp_sq_process; both seen on siw), ETIMEDOUT when it stopped
 // answering (retries exceeded), EIO otherwise (C's rsocket reports EIO
 // for all of them).
 func (e *CompletionError) Unwrap() error {
-	if e.iwarp && e.Status == verbs.WCWRFlushErr {
+	if e.iwarp && (e.Status == verbs.WCWRFlushErr || e.Status == verbs.WCLocQPOpErr) {
 		return syscall.ECONNRESET
 	}
 	switch e.Status {

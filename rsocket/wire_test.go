@@ -3,9 +3,12 @@ package rsocket
 import (
 	"bytes"
 	"errors"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // A default x86 peer's private data, laid out as rs_format_conn_data
@@ -115,5 +118,29 @@ func TestSGEByteOrder(t *testing.T) {
 	}
 	if getSGE(le[:], littleEndian) != e || getSGE(be[:], bigEndian) != e {
 		t.Error("round trip")
+	}
+}
+
+// A completion error's errno: what the peer's death looks like on each
+// transport (siw completes the request it was transmitting with
+// LOC_QP_OP_ERR and flushes the rest; on RoCE the peer's side refuses).
+func TestCompletionErrorErrno(t *testing.T) {
+	for _, tc := range []struct {
+		st    verbs.WCStatus
+		iwarp bool
+		want  error
+	}{
+		{verbs.WCWRFlushErr, true, syscall.ECONNRESET},
+		{verbs.WCLocQPOpErr, true, syscall.ECONNRESET},
+		{verbs.WCWRFlushErr, false, syscall.EIO},
+		{verbs.WCLocQPOpErr, false, syscall.EIO},
+		{verbs.WCRemAccessErr, false, syscall.ECONNRESET},
+		{verbs.WCRetryExcErr, false, syscall.ETIMEDOUT},
+		{verbs.WCLocProtErr, true, syscall.EIO},
+	} {
+		err := &CompletionError{Msg: "data", Status: tc.st, iwarp: tc.iwarp}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%v (iWARP %v): %v, want %v", tc.st, tc.iwarp, errors.Unwrap(err), tc.want)
+		}
 	}
 }
