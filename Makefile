@@ -31,8 +31,9 @@ export GOVERBS_VM_TIMEOUT ?= 3000
 # since a guest adds nothing to what they check and costs a boot each
 # (10-15 s). test-arm64 keeps them: it is their only arm64 run.
 HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/kobj|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
-# $(VM_PKGS) in a recipe: PKGS without HOST_ONLY_RE's packages.
-VM_PKGS   = $$($(GO) list $(PKGS) | grep -v -E '$(HOST_ONLY_RE)')
+# $(call vm-pkgs[,RE]) in a recipe: PKGS without HOST_ONLY_RE's packages
+# (and RE's).
+vm-pkgs = $$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)'$(if $(1), -e '$(1)'))
 # Nested modules: directories with a go.mod of their own, so that the
 # library's go.mod keeps only x/sys and go-cmp; the root's ./... does not
 # reach them. Each is vetted, cross-built, unit-tested and tested on the
@@ -137,7 +138,7 @@ $(addprefix integration-,$(KERNELS)): integration-%: bed-integration-%
 	@mkdir -p $(LOGDIR)
 	@echo "== integration on kernel $*$(if $(call light,$*), (KERNELS_LIGHT: no -race, no $(LIGHT_SKIP_RE), no option tests))"
 	@set -o pipefail; start=$$SECONDS; export GOVERBS_KERNEL=$*; \
-	{ $(GO) test $(if $(call light,$*),-skip '$(LIGHT_CMD_SKIP)',-race) -count=1 -v -timeout $(TEST_TIMEOUT) -exec $(VMEXEC) $(if $(call light,$*),$$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)' -e '$(LIGHT_SKIP_RE)'),$(VM_PKGS)) && rc=0 || rc=$$?; \
+	{ $(GO) test $(if $(call light,$*),-skip '$(LIGHT_CMD_SKIP)',-race) -count=1 -v -timeout $(TEST_TIMEOUT) -exec $(VMEXEC) $(call vm-pkgs,$(if $(call light,$*),$(LIGHT_SKIP_RE))) && rc=0 || rc=$$?; \
 	  mstart=$$SECONDS; ($(call in-modules,$(GO) test -race -count=1 -v -timeout $(TEST_TIMEOUT) -exec $(VMEXEC) ./...)) || rc=$$?; \
 	  echo "integration-$*: nested modules ($(MODULES)): $$((SECONDS - mstart)) s"; \
 	  exit $$rc; } 2>&1 | tee $(LOGDIR)/integration-$*.log; \
@@ -304,7 +305,7 @@ test-siw: bed-test-siw
 	@mkdir -p $(LOGDIR)
 	@echo "== siw on kernel $(SIW_KERNEL)"
 	@set -o pipefail; start=$$SECONDS; export GOVERBS_PROVIDER=siw GOVERBS_KERNEL=$(SIW_KERNEL); \
-	$(GO) test $(SIW_RACE) -count=1 -v -timeout $(TEST_TIMEOUT) -skip '$(SIW_SKIP)' -exec $(VMEXEC) $$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)' -e '$(LIGHT_SKIP_RE)') 2>&1 | tee $(LOGDIR)/siw.log; \
+	$(GO) test $(SIW_RACE) -count=1 -v -timeout $(TEST_TIMEOUT) -skip '$(SIW_SKIP)' -exec $(VMEXEC) $(call vm-pkgs,$(LIGHT_SKIP_RE)) 2>&1 | tee $(LOGDIR)/siw.log; \
 	rc=$$?; \
 	if [ $$rc != 0 ]; then \
 	  GO=$(GO) hack/rerun-failed.sh $(LOGDIR)/siw.log -- $(SIW_RACE) -count=1 -v -timeout $(SIW_RERUN_TIMEOUT) -exec $(VMEXEC) 2>&1 | tee $(LOGDIR)/siw-rerun.log; \
