@@ -230,6 +230,13 @@ func (p *FD) Do(ctx context.Context, fn func(fd int) error) error {
 func (p *FD) do(ctx context.Context, fn func(fd int) error) error {
 	w := p.watch(ctx)
 	defer p.unwatch(w)
+	// ctx may have ended since the caller looked, and the deadline its
+	// end set may be gone already: Read's TryRead clears a deadline it
+	// finds, taking it for a stale one. With w registered, an end from
+	// here on sets the deadline again, so looking once more suffices.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.fn = fn
 	defer func() { p.fn = nil }()
 	for {

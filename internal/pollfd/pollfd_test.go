@@ -252,3 +252,62 @@ func TestKickRetriesDo(t *testing.T) {
 		t.Fatalf("cancelled Do: %v", err)
 	}
 }
+
+// A context that ends between Read's look at it and its wait ends the
+// wait, even when the deadline its end set was cleared in between (Read's
+// first TryRead clears a deadline it finds). rsocket's Conn cancels the
+// context its blocked call waits with to wake it; before the fix this
+// interleaving left the call parked until the next event, and Close,
+// waiting for it, hung (x/net/nettest's ConcurrentMethods once did).
+// The test runs Read's steps one by one to force the interleaving.
+func TestContextEndedBeforeWaitEndsIt(t *testing.T) {
+	fd, w := pipe(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// A wait that parks registers ctx; data ends it, and the
+	// registration stays for the next wait with ctx.
+	first := make(chan error, 1)
+	go func() {
+		_, err := fd.Read(ctx, make([]byte, 1))
+		first <- err
+	}()
+	waitParked(t, "pollfd.(*FD).do(")
+	unix.Write(w, []byte("a"))
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// Read(ctx): ctx is live when Read looks; then it ends and its
+	// registration sets the deadline.
+	if err := ctx.Err(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	deadline := time.Now().Add(60 * time.Second)
+	for fd.rc.Read(func(uintptr) bool { return true }) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the ended context's registration set no deadline")
+		}
+		runtime.Gosched()
+	}
+	// Read's TryRead finds the deadline and clears it; nothing to read.
+	if n, err := fd.TryRead(make([]byte, 1)); n != 0 || err != nil {
+		t.Fatalf("TryRead: %d %v", n, err)
+	}
+	// Read's wait must see that ctx has ended.
+	errc := make(chan error, 1)
+	go func() {
+		fd.opMu.Lock()
+		defer fd.opMu.Unlock()
+		fd.setBuf(1)
+		errc <- fd.do(ctx, fd.readFn)
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("wait with an ended context: %v, want context.Canceled", err)
+		}
+	case <-time.After(60 * time.Second):
+		fd.Close() // lets the parked wait go
+		t.Fatal("a wait with an ended context parked (still waiting after 60 s)")
+	}
+}
