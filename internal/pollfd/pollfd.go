@@ -146,8 +146,10 @@ func (p *FD) TryRead(b []byte) (int, error) {
 		if !errors.Is(err, errDeadline) {
 			return 0, p.mapErr(err)
 		}
-		// A deadline left by a Kick or by the end of an earlier wait's
-		// context: it is not for this read.
+		// A deadline left by a Kick or by the end of a registered
+		// context: TryRead does not wait, so it is not for this read. It
+		// may be for Read's wait that follows, whose context ended just
+		// now; do looks at that context again before it parks.
 		p.f.SetReadDeadline(time.Time{})
 	}
 	if p.ferr != nil { // EAGAIN: nothing pending
