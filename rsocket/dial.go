@@ -33,7 +33,10 @@ const acceptTimeout = 30 * time.Second
 // "tcp6" (rsocket uses rdma_cm's TCP port space; the host must have an
 // RDMA device that reaches it), as rconnect does: it resolves the address
 // and the route, creates the queue pair and buffers, and sends a connect
-// request carrying rsocket's private data. ctx bounds all of it.
+// request carrying rsocket's private data. ctx bounds all of it. A
+// failed connect wraps the errno rconnect would set: ECONNREFUSED when the
+// peer rejected it, otherwise the errno of the failure event's status
+// (EINVAL for siw's CONNECT_ERROR -22), with the *cm.EventError.
 func Dial(ctx context.Context, network, address string, opts ...Option) (*Conn, error) {
 	cfg := newConfig(opts)
 	dst, err := resolve(ctx, network, address, false)
@@ -86,10 +89,7 @@ func dial(ctx context.Context, dst netip.AddrPort, cfg *config) (*Conn, error) {
 	ev, err := id.Connect(ctx, p)
 	if err != nil {
 		c.free()
-		if errors.Is(err, cm.ErrRejected) {
-			return nil, fmt.Errorf("%w (%w)", syscall.ECONNREFUSED, err)
-		}
-		return nil, err
+		return nil, connectErrno(err)
 	}
 	d, err := parseConnData(ev.Conn.PrivateData)
 	if err != nil {
@@ -99,6 +99,20 @@ func dial(ctx context.Context, dst netip.AddrPort, cfg *config) (*Conn, error) {
 	c.s.connect(d)
 	c.start()
 	return c, nil
+}
+
+// connectErrno wraps a failed connect in the errno rconnect sets
+// (librdmacm's ucma_complete): ECONNREFUSED for a rejection, else the
+// failure event's negative status (siw's CONNECT_ERROR -22 is EINVAL).
+func connectErrno(err error) error {
+	if errors.Is(err, cm.ErrRejected) {
+		return fmt.Errorf("%w (%w)", syscall.ECONNREFUSED, err)
+	}
+	var ee *cm.EventError
+	if errors.As(err, &ee) && ee.Status < 0 && !errors.As(err, new(syscall.Errno)) {
+		return fmt.Errorf("%w (%w)", syscall.Errno(-ee.Status), err)
+	}
+	return err
 }
 
 // retry runs a resolution step with C's timeouts: 1 s, doubled after

@@ -69,7 +69,9 @@ var rsImplPairs = [][2]string{{"go", "c"}, {"c", "go"}, {"go", "go"}}
 // runs again with a new server, logged, up to proc.MaxRuns times: C's
 // passive rsocket sends an SGL update before the client's first message,
 // and siw fails the connect when it arrives before the MPA reply is read
-// (docs/providers.md, siw: who sends first; seen C against C).
+// (docs/providers.md, siw: who sends first; seen C against C, and with
+// the Go client, which prints C's "rconnect: Invalid argument" since
+// rsocket.Dial's error carries rconnect's errno).
 func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArgs []string) (server, client *cmProc) {
 	t.Helper()
 	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP
