@@ -65,13 +65,19 @@ var rsImplPairs = [][2]string{{"go", "c"}, {"c", "go"}, {"go", "go"}}
 // librdmacm's listen thread may already accept: the client waits a
 // little after the listen shows.
 //
-// On iWARP a client whose rconnect failed with EINVAL (CONNECT_ERROR -22)
-// runs again with a new server, logged, up to proc.MaxRuns times: C's
-// passive rsocket sends an SGL update before the client's first message,
-// and siw fails the connect when it arrives before the MPA reply is read
-// (docs/providers.md, siw: who sends first; seen C against C, and with
-// the Go client, which prints C's "rconnect: Invalid argument" since
-// rsocket.Dial's error carries rconnect's errno).
+// On iWARP two of siw's failures run the pair again with a new server,
+// logged, up to proc.MaxRuns times (docs/providers.md, siw: who sends
+// first). A client whose rconnect failed with EINVAL (CONNECT_ERROR -22):
+// C's passive rsocket sends an SGL update before the client's first
+// message, and siw fails the connect when it arrives before the MPA reply
+// is read (seen C against C, and with the Go client, which prints C's
+// "rconnect: Invalid argument" since rsocket.Dial's error carries
+// rconnect's errno). And the stall the watch sees (proc.WatchSiw): the
+// client's first messages left unread in the server's socket, which
+// siw_accept lets happen when they arrive before it hands the socket to
+// the QP; both ends then wait for each other (seen with riostream's C
+// server and Go client: the Go client's sync message unread, 28 bytes
+// per FPDU, until the guard killed the server 180 s later).
 func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArgs []string) (server, client *cmProc) {
 	t.Helper()
 	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP
@@ -81,24 +87,35 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 		if impls[0] == "c" {
 			time.Sleep(300 * time.Millisecond)
 		}
+		var w *proc.StallWatch
+		if iwarp {
+			w = proc.WatchSiw(port, server, nil)
+		}
 		client = rsStart(t, impls[1], tool, cliArgs...)
-		err := client.Wait()
-		if err == nil {
-			break
+		if w != nil {
+			w.Add(client)
+		}
+		var failure string
+		if err := client.Wait(); err != nil {
+			failure = fmt.Sprintf("client failed: %v\n\nserver %v", client, server)
+		} else if err := server.Wait(); err != nil {
+			failure = fmt.Sprintf("server failed: %v\n\nclient %v", server, client)
 		}
 		why := ""
-		if iwarp && strings.Contains(client.Stderr.String(), "rconnect: Invalid argument") {
+		if w != nil {
+			w.Stop()
+			why = w.Stalled()
+		}
+		if failure == "" {
+			return server, client
+		}
+		if why == "" && iwarp && strings.Contains(client.Stderr.String(), "rconnect: Invalid argument") {
 			why = "the client's rconnect failed with EINVAL (CONNECT_ERROR -22)"
 		}
-		failure := fmt.Sprintf("client failed: %v\n\nserver %v", client, server)
 		server.Cmd.Process.Kill()
 		server.Wait()
 		siwRunAgain(t, try, why, failure)
 	}
-	if err := server.Wait(); err != nil {
-		t.Fatalf("server failed: %v\n\nclient %v", server, client)
-	}
-	return server, client
 }
 
 // rsGuard, when set, is how long rsStart lets a program run instead of
