@@ -75,9 +75,10 @@ var rsImplPairs = [][2]string{{"go", "c"}, {"c", "go"}, {"go", "go"}}
 // rconnect's errno). And the stall the watch sees (proc.WatchSiw): the
 // client's first messages left unread in the server's socket, which
 // siw_accept lets happen when they arrive before it hands the socket to
-// the QP; both ends then wait for each other (seen with riostream's C
-// server and Go client: the Go client's sync message unread, 28 bytes
-// per FPDU, until the guard killed the server 180 s later).
+// the QP; both ends then wait for each other until the guard kills the
+// server, 180 s later (seen with riostream's C server and Go client; the
+// watch then found 200 bytes unread: the Go client's iomap SGL and sync
+// message).
 func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArgs []string) (server, client *cmProc) {
 	t.Helper()
 	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP

@@ -15,8 +15,9 @@
 # test would; -short adds -test.short to each. The output is go test -v's:
 # each binary's own, then go test's result line ("ok  <import path>
 # <secs>s" or "FAIL <import path> <secs>s"), so that hack/testsum and
-# hack/vm/check-integration-log.sh read it as they read go test's. Exit status: 0 if every binary passed, 1 if one
-# failed, run.sh's status (124, 125) if the bed did.
+# hack/vm/check-integration-log.sh read it as they read go test's. Exit
+# status: 0 if every binary passed, 1 if one failed, run.sh's status (124,
+# 125) if the bed did.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
