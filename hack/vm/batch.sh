@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# Runs several packages' test binaries in ONE boot of the test bed, where
+# Runs several packages' test binaries in few boots of the test bed, where
 # `go test -exec` boots once per package: on the nested pvrdma bed a boot
-# costs 5 to 9 minutes, the tests of a package often less.
+# costs 5 to 9 minutes, the tests of a package often less; on the rxe, siw
+# and arm64 beds a boot costs 8 to 15 s, against 10 to 60 s for the tests of
+# most packages.
 #
-# Usage: hack/vm/batch.sh [-timeout DURATION] [-race] [-short] ENTRY...
+# Usage: hack/vm/batch.sh [-timeout DURATION] [-race] [-short] [-j N] [-name NAME] ENTRY...
 #
-# Each ENTRY is PKG[@RUN[@SKIP]]: a package directory (./verbs), and
-# optionally the -run and -skip patterns of its binary ('@', since the
-# patterns themselves use '|'; an empty RUN runs every test). The binaries are
-# built on the host (go test -c, into .cache/test/batch), then one guest
-# (hack/vm/run.sh with the caller's GOVERBS_PROVIDER, GOVERBS_KERNEL, ...)
-# runs each one in its package's directory, in order, with -test.v,
-# -test.count=1 and -test.timeout=DURATION (default 30m, per binary), as go
-# test would; -short adds -test.short to each. The output is go test -v's:
-# each binary's own, then go test's result line ("ok  <import path>
-# <secs>s" or "FAIL <import path> <secs>s"), so that hack/testsum and
-# hack/vm/check-integration-log.sh read it as they read go test's. Exit
-# status: 0 if every binary passed, 1 if one failed, run.sh's status (124,
-# 125) if the bed did.
+# Each ENTRY is PKG[@RUN[@SKIP]]: a package (a directory such as ./verbs, or
+# an import path), and optionally the -run and -skip patterns of its binary
+# ('@', since the patterns themselves use '|'; an empty RUN runs every
+# test). A package may come in several entries (a long one split by its
+# tests); it is built once. The binaries are built on the host (go test -c,
+# into .cache/test/NAME, default batch) and run in their package's
+# directory with -test.v, -test.count=1 and -test.timeout=DURATION (default
+# 30m, per binary), as go test would; -short adds -test.short to each.
+#
+# Without -j, one guest (hack/vm/run.sh with the caller's GOVERBS_PROVIDER,
+# GOVERBS_KERNEL, ...) runs the entries in order, once every binary is
+# built. With -j N, N guests run at once and each takes the next entry from
+# a queue in the shared directory until none is left, while the host is
+# still building the later ones: list the long entries first. The output is
+# go test -v's: each binary's own, then go test's result line ("ok
+# <import path> <secs>s" or "FAIL <import path> <secs>s"), so that
+# hack/testsum, hack/rerun-failed.sh and hack/vm/check-integration-log.sh
+# read it as they read go test's; with -j an entry's output is printed
+# whole once it has finished, in the order they finish. An entry whose guest
+# failed under it (a kernel panic, run.sh's timeout) gets a FAIL line after
+# what it printed, and the entries no guest took one each. Between two
+# binaries a guest kills whatever the first left running in its session.
+#
+# Exit status: 0 if every binary passed, 1 if one failed or (with -j) a
+# guest did, run.sh's status (124, 125) if the one guest without -j did;
+# 2 on bad usage.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,48 +41,232 @@ go=${GO:-go}
 timeout=30m
 race=()
 short=()
+jobs=0
+name=batch
+usage="usage: hack/vm/batch.sh [-timeout DURATION] [-race] [-short] [-j N] [-name NAME] PKG[@RUN[@SKIP]]..."
 while (($# > 0)); do
 	case $1 in
 	-timeout) timeout=$2; shift 2 ;;
 	-race) race=(-race); shift ;;
 	-short) short=(-test.short); shift ;;
+	-j) jobs=$2; shift 2 ;;
+	-name) name=$2; shift 2 ;;
 	--) shift; break ;;
 	-*) echo "batch: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
-(($# > 0)) || { echo "usage: hack/vm/batch.sh [-timeout DURATION] [-race] [-short] PKG[@RUN[@SKIP]]..." >&2; exit 2; }
+(($# > 0)) || { echo "$usage" >&2; exit 2; }
+[[ $jobs =~ ^[0-9]+$ ]] || { echo "batch: -j wants a number, got '$jobs'" >&2; exit 2; }
+[[ $name =~ ^[A-Za-z0-9._-]+$ ]] || { echo "batch: -name wants a plain file name, got '$name'" >&2; exit 2; }
 
-dir=$repo/.cache/test/batch
+dir=$repo/.cache/test/$name
 rm -rf "$dir"
-mkdir -p "$dir"
-guest=$dir/guest.sh
-{
-	echo '#!/usr/bin/env bash'
-	echo 'rc=0'
-} >"$guest"
+mkdir -p "$dir/bin"
+
+# Every entry's package, resolved before anything is built or booted, so
+# that a misspelt one fails at once; one go list resolves them all (a few
+# tenths of a second a call). A package without test files gets go test's
+# line for it and no entry.
+declare -a pkgdirs imports runs skips args
+declare -A info=() binof=()
+for entry in "$@"; do
+	IFS='@' read -r pkg _ <<<"$entry"
+	if [[ $pkg == ./* || $pkg == /* ]]; then
+		[[ -d $repo/$pkg || -d $pkg ]] || { echo "batch: no package directory $pkg" >&2; exit 2; }
+		[[ $pkg == /* ]] || pkg=$(cd "$repo/$pkg" && pwd)
+	fi
+	args+=("$pkg")
+done
+while IFS=$'\t' read -r pdir import ntest; do
+	info[$pdir]="$pdir	$import	$ntest"
+	info[$import]="$pdir	$import	$ntest"
+done < <(cd "$repo" && "$go" list -f '{{.Dir}}	{{.ImportPath}}	{{len .TestGoFiles}}{{len .XTestGoFiles}}' "${args[@]}")
 i=0
 for entry in "$@"; do
-	IFS='@' read -r pkg run skip <<<"$entry"
-	[[ -d $repo/$pkg ]] || { echo "batch: no package directory $pkg" >&2; exit 2; }
-	pkgdir=$(cd "$repo/$pkg" && pwd)
-	import=$(cd "$pkgdir" && "$go" list .)
+	IFS='@' read -r _ run skip <<<"$entry"
+	pkg=${args[i]}
 	i=$((i + 1))
-	bin=$dir/$i.test
-	(cd "$pkgdir" && "$go" test -c "${race[@]}" -o "$bin" .) || exit 1
-	[[ -x $bin ]] || { echo "batch: $pkg has no tests" >&2; exit 2; }
-	args=(-test.v -test.count=1 "-test.timeout=$timeout" "${short[@]}")
-	[[ -z $run ]] || args+=("-test.run=$run")
-	[[ -z $skip ]] || args+=("-test.skip=$skip")
-	# One binary's run, timed as go test times it; its status decides the
-	# result line, as go test's does.
-	printf 'cd %q && start=$(date +%%s%%N)\n' "$pkgdir" >>"$guest"
-	printf '%q' "$bin" >>"$guest"
-	printf ' %q' "${args[@]}" >>"$guest"
-	printf ' 2>&1; st=$?\n' >>"$guest"
-	printf 'secs=$(( ($(date +%%s%%N) - start) / 1000000 ))\n' >>"$guest"
-	printf 'if ((st == 0)); then printf "ok  \\t%%s\\t%%d.%%03ds\\n" %q $((secs / 1000)) $((secs %% 1000)); else printf "FAIL\\t%%s\\t%%d.%%03ds\\n" %q $((secs / 1000)) $((secs %% 1000)); rc=1; fi\n' "$import" "$import" >>"$guest"
+	[[ -n ${info[$pkg]:-} ]] || { echo "batch: go list did not list $pkg" >&2; exit 2; }
+	IFS=$'\t' read -r pdir import ntest <<<"${info[$pkg]}"
+	if [[ $ntest == 00 ]]; then
+		printf '?   \t%s\t[no test files]\n' "$import"
+		continue
+	fi
+	pkgdirs+=("$pdir")
+	imports+=("$import")
+	runs+=("$run")
+	skips+=("$skip")
 done
-echo 'exit $rc' >>"$guest"
-chmod +x "$guest"
-exec "$here/run.sh" --rw "$dir" -- "$guest"
+((${#imports[@]} > 0)) || { echo "batch: no entry has tests" >&2; exit 2; }
+
+# build I: the test binary of entry I's package (once per package).
+build() {
+	local i=$1 bin
+	bin=${binof[${imports[i]}]:-}
+	if [[ -z $bin ]]; then
+		bin=$dir/bin/$((${#binof[@]} + 1)).test
+		(cd "${pkgdirs[i]}" && "$go" test -c "${race[@]}" -o "$bin" .) || return 1
+		[[ -x $bin ]] || { echo "batch: ${imports[i]} has no tests" >&2; return 2; }
+		binof[${imports[i]}]=$bin
+	fi
+	local args=(-test.v -test.count=1 "-test.timeout=$timeout" "${short[@]}")
+	[[ -z ${runs[i]} ]] || args+=("-test.run=${runs[i]}")
+	[[ -z ${skips[i]} ]] || args+=("-test.skip=${skips[i]}")
+	cmd=("$bin" "${args[@]}")
+}
+
+if ((jobs == 0)); then
+	guest=$dir/guest.sh
+	{
+		echo '#!/usr/bin/env bash'
+		echo 'rc=0'
+	} >"$guest"
+	for i in "${!imports[@]}"; do
+		build "$i" || exit $?
+		# One binary's run, timed as go test times it; its status decides the
+		# result line, as go test's does.
+		printf 'cd %q && start=$(date +%%s%%N)\n' "${pkgdirs[i]}" >>"$guest"
+		printf ' %q' "${cmd[@]}" >>"$guest"
+		printf ' 2>&1; st=$?\n' >>"$guest"
+		printf 'secs=$(( ($(date +%%s%%N) - start) / 1000000 ))\n' >>"$guest"
+		printf 'if ((st == 0)); then printf "ok  \\t%%s\\t%%d.%%03ds\\n" %q $((secs / 1000)) $((secs %% 1000)); else printf "FAIL\\t%%s\\t%%d.%%03ds\\n" %q $((secs / 1000)) $((secs %% 1000)); rc=1; fi\n' "${imports[i]}" "${imports[i]}" >>"$guest"
+	done
+	echo 'exit $rc' >>"$guest"
+	chmod +x "$guest"
+	exec "$here/run.sh" --rw "$dir" -- "$guest"
+fi
+
+# -j: the queue. queue/NNNN is an entry not yet taken (a file of bash
+# assignments); a guest takes one by renaming it into run/ (a rename on the
+# shared directory is the host's rename(2): of two guests, one wins) and
+# writes its output to out/NNNN.part, renamed to out/NNNN when the entry is
+# done. "sealed" says that no entry will be added.
+mkdir -p "$dir/queue" "$dir/run" "$dir/out" "$dir/new"
+cat >"$dir/guest.sh" <<'EOF'
+#!/usr/bin/env bash
+# A batch.sh guest: takes entries from the queue in DIR until none is left.
+dir=$1
+# killsession SID: kills every process of session SID (pkill -s, which the
+# arm64 userland lacks).
+killsession() {
+	local sid=$1 f stat
+	for f in /proc/[0-9]*/stat; do
+		read -r stat <"$f" 2>/dev/null || continue
+		# After the command's name (in parentheses): state ppid pgrp session.
+		set -- ${stat##*) }
+		[[ ${4:-} == "$sid" ]] && kill -9 "${f//[^0-9]/}" 2>/dev/null
+	done
+}
+while :; do
+	job=
+	for f in "$dir"/queue/*; do
+		[[ -e $f ]] || break
+		if mv "$f" "$dir/run/" 2>/dev/null; then
+			job=${f##*/}
+			break
+		fi
+	done
+	if [[ -z $job ]]; then
+		if [[ -e $dir/sealed ]] && ! compgen -G "$dir/queue/*" >/dev/null; then
+			exit 0
+		fi
+		sleep 0.5
+		continue
+	fi
+	pkgdir= import= cmd=()
+	source "$dir/run/$job"
+	out=$dir/out/$job
+	start=$(date +%s%N)
+	# The binary leads a session of its own (the shell's pid, kept by exec),
+	# so that what it leaves running can be found and killed afterwards.
+	setsid -w bash -c 'echo $$ >"$0"; cd "$1" || exit 125; shift; exec "$@"' \
+		"$dir/run/$job.sid" "$pkgdir" "${cmd[@]}" >"$out.part" 2>&1 </dev/null
+	st=$?
+	secs=$((($(date +%s%N) - start) / 1000000))
+	sid=$(cat "$dir/run/$job.sid" 2>/dev/null) && killsession "$sid"
+	if ((st == 0)); then
+		printf 'ok  \t%s\t%d.%03ds\n' "$import" $((secs / 1000)) $((secs % 1000)) >>"$out.part"
+	else
+		printf 'FAIL\t%s\t%d.%03ds\n' "$import" $((secs / 1000)) $((secs % 1000)) >>"$out.part"
+	fi
+	mv "$out.part" "$out"
+done
+EOF
+chmod +x "$dir/guest.sh"
+
+pids=()
+for g in $(seq 1 "$jobs"); do
+	"$here/run.sh" --rw "$dir" -- "$dir/guest.sh" "$dir" >"$dir/guest$g.log" 2>&1 &
+	pids+=($!)
+done
+
+# Entries go into the queue as their binaries are built, in order.
+rc=0
+for i in "${!imports[@]}"; do
+	n=$(printf '%04d' "$i")
+	if ! build "$i"; then
+		rc=1
+		break
+	fi
+	{
+		printf 'pkgdir=%q import=%q\n' "${pkgdirs[i]}" "${imports[i]}"
+		printf 'cmd=('
+		printf ' %q' "${cmd[@]}"
+		printf ' )\n'
+	} >"$dir/new/$n"
+	mv "$dir/new/$n" "$dir/queue/$n"
+done
+if ((rc != 0)); then
+	# A build failed (its errors are above): the guests take nothing more and
+	# stop after their current entry; the entries left get FAIL lines below.
+	rm -f "$dir"/queue/*
+fi
+touch "$dir/sealed"
+
+# Print each entry's output once it is done, until every guest has exited.
+declare -A printed=()
+flush() {
+	local f
+	for f in "$dir"/out/*; do
+		[[ -e $f && $f != *.part && -z ${printed[${f##*/}]:-} ]] || continue
+		cat "$f"
+		printed[${f##*/}]=1
+		tail -n1 "$f" | grep -q '^ok  ' || rc=1
+	done
+}
+while :; do
+	alive=0
+	for p in "${pids[@]}"; do
+		kill -0 "$p" 2>/dev/null && alive=1
+	done
+	flush
+	((alive)) || break
+	sleep 2
+done
+for g in $(seq 1 "$jobs"); do
+	st=0
+	wait "${pids[g - 1]}" || st=$?
+	if ((st != 0)); then
+		echo "batch: guest $g failed (run.sh status $st); its log:"
+		sed 's/^/batch: guest '"$g"': /' "$dir/guest$g.log"
+		rc=1
+	fi
+done
+flush
+# Entries a guest took and never finished, and entries nobody took.
+for i in "${!imports[@]}"; do
+	n=$(printf '%04d' "$i")
+	[[ -z ${printed[$n]:-} ]] || continue
+	if [[ -e $dir/out/$n.part ]]; then
+		cat "$dir/out/$n.part"
+		printf 'batch: the guest running %s failed under it\n' "${imports[i]}"
+	elif [[ -e $dir/run/$n ]]; then
+		printf 'batch: the guest that took %s failed before starting it\n' "${imports[i]}"
+	else
+		printf 'batch: %s did not run (no guest left, or a build failed)\n' "${imports[i]}"
+	fi
+	printf 'FAIL\t%s\t0.000s\n' "${imports[i]}"
+	rc=1
+done
+exit "$rc"
