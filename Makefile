@@ -41,7 +41,8 @@ vm-pkgs = $$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)'$(if $(1), -e '
 # binary from one queue, so that a stage boots VM_JOBS times instead of
 # once per package (8-15 s each: 41 packages on 6.12, 24 on 6.1, 22 on siw,
 # 30 on arm64). Each guest's limit, GOVERBS_VM_TIMEOUT, covers its share of
-# the stage: the longest, 6.12's, measured about 20 minutes of binaries.
+# the stage and one binary's TEST_TIMEOUT: the longest share, 6.12's, took
+# about 15 minutes in a fresh-clone run.
 VM_JOBS ?= 2
 VM_BATCH = GOVERBS_VM_TIMEOUT=5400 GO=$(GO) hack/vm/batch.sh -j $(VM_JOBS)
 # VM_SKIP: tests that touch no device, which unit runs with -race on the
