@@ -54,6 +54,7 @@ type Conn struct {
 	laddr, raddr  *Addr
 	keepalive     time.Duration
 	pollTime      time.Duration // how long a blocked call polls before it sleeps
+	epoch         time.Time     // poll's clock reads are time.Since(epoch): monotonic only
 	iwarp         bool
 
 	readMu  sync.Mutex // held by Read, CloseRead and Close
@@ -122,7 +123,7 @@ func (a *Addr) String() string { return a.AddrPort.String() }
 // table) and the receive buffer, and posts the receives. It does not
 // connect. On failure everything it made is closed (and id and ch too).
 func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
-	c := &Conn{ch: ch, id: id, keepalive: cfg.keepalive, pollTime: cfg.pollTime, cmDone: make(chan struct{})}
+	c := &Conn{ch: ch, id: id, keepalive: cfg.keepalive, pollTime: cfg.pollTime, epoch: time.Now(), cmDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.free()

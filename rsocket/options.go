@@ -125,8 +125,9 @@ func KeepAlive(period time.Duration) Option {
 // saves the wake-up through the kernel when the peer answers within it,
 // which is most of a small message's round trip. 0 sleeps at once. The
 // time counts from the call's first clock read, which it makes after 32
-// polls (clock reads cost more than polls under emulation), so a call
-// polls a little longer than d.
+// polls, and a call without a deadline reads the clock again after twice
+// as many polls each time (clock reads cost more than polls under
+// emulation), so a call polls longer than d, up to about twice as long.
 func PollTime(d time.Duration) Option {
 	return func(c *config) { c.pollTime = max(d, 0) }
 }

@@ -72,17 +72,12 @@ func (w *waiter) init(c *Conn) {
 }
 
 // expired reports whether w's deadline has passed (as net.Conn's calls
-// do, a call fails at once then, even if it could proceed).
+// do, a call fails at once then, even if it could proceed). A deadline
+// made from time.Now (as net.Conn users make theirs) carries a monotonic
+// reading, and time.Until then reads only the monotonic clock: one vDSO
+// call where time.Now makes two.
 func (w *waiter) expired() bool {
-	if w.deadline.IsZero() {
-		return false // no clock read
-	}
-	return w.expiredAt(time.Now())
-}
-
-// expiredAt is expired with the clock already read.
-func (w *waiter) expiredAt(now time.Time) bool {
-	return !w.deadline.IsZero() && !now.Before(w.deadline)
+	return !w.deadline.IsZero() && time.Until(w.deadline) <= 0
 }
 
 // expire runs when w's deadline passes while it is blocked.
@@ -143,16 +138,24 @@ func (c *Conn) wakeAll(except *waiter) {
 // c.mu between polls, so the other calls (and whoever wakes w) get in.
 // The caller holds c.mu.
 //
-// The clock is read, and the goroutine yields, every pollEvery polls
-// only: under emulation a clock read costs more than a poll of the ring
-// (a CPU profile of rstream's 64 B ping-pong in the TCG bed spent half
-// its samples in clock reads), and so does a yield, which reads the clock
-// itself now and then (the scheduler's latency tracking). A poll that
-// ends within pollEvery polls, as a ping-pong's do, reads no clock.
+// The goroutine yields every pollEvery polls, and the clock is read only
+// where a yield is: under emulation a clock read costs more than a poll
+// of the ring, and so does a yield, which reads the clock itself now and
+// then (the scheduler's latency tracking). A call with a deadline reads
+// the clock at every yield. One without reads it at the first yield (the
+// start of c.pollTime) and then after twice as many polls each time, up
+// to clockEveryMax polls apart: a call polls for at most about twice
+// c.pollTime, and a long spin (rstream's non-blocking mode, which polls
+// for a second) reads the clock every clockEveryMax polls instead of every
+// pollEvery. Each read is of the monotonic clock only (time.Since on
+// c.epoch, one vDSO call; time.Now makes two): in rstream's 64 B
+// ping-pong in the TCG bed, whose 6.1 guest reads the HPET in a system
+// call, time.Now in this loop took a quarter of each end's CPU.
 func (c *Conn) poll(w *waiter, cond int) bool {
-	var start time.Time
+	start := time.Duration(-1) // since c.epoch, at the first clock read
+	next := pollEvery          // the poll of the next clock read
 	for i := 1; ; i++ {
-		tick := i%pollEvery == 0 // yield, poll, then read the clock
+		tick := i%pollEvery == 0 // yield, poll, then perhaps read the clock
 		c.mu.Unlock()
 		if tick {
 			runtime.Gosched()
@@ -168,23 +171,31 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 		if !tick {
 			continue
 		}
-		now := time.Now()
-		if w.expiredAt(now) {
+		if w.expired() {
 			return true
 		}
-		if start.IsZero() {
+		if i < next {
+			continue
+		}
+		next = i + min(i, clockEveryMax)
+		now := time.Since(c.epoch)
+		if start < 0 {
 			start = now
-		} else if now.Sub(start) > c.pollTime {
+		} else if now-start > c.pollTime {
 			return false
 		}
 	}
 }
 
-// pollEvery is how many polls pass between clock reads and yields in
-// poll. 32 measured best of 8, 32 and 128 for rstream's 64 B ping-pong
-// in the TCG bed (medians 19.1, 16.9 and 17.4 µs per transfer; C 14.5),
-// and no worse than the others at 4 KiB.
+// pollEvery is how many polls pass between yields in poll. 32 measured
+// best of 8, 32 and 128 for rstream's 64 B ping-pong in the TCG bed
+// (medians 19.1, 16.9 and 17.4 µs per transfer; C 14.5), and no worse
+// than the others at 4 KiB.
 const pollEvery = 32
+
+// clockEveryMax is the most polls poll makes between two clock reads
+// when the call has no deadline (a multiple of pollEvery).
+const clockEveryMax = 1024
 
 // wait blocks the call w until cond may hold: until completions arrive,
 // w's deadline passes (errTimeout, also when it has passed already),
