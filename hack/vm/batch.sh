@@ -130,7 +130,8 @@ if ((jobs == 0)); then
 		printf ' %q' "${cmd[@]}" >>"$guest"
 		printf ' 2>&1; st=$?\n' >>"$guest"
 		printf 'secs=$(( ($(date +%%s%%N) - start) / 1000000 ))\n' >>"$guest"
-		printf 'if ((st == 0)); then printf "ok  \\t%%s\\t%%d.%%03ds\\n" %q $((secs / 1000)) $((secs %% 1000)); else printf "FAIL\\t%%s\\t%%d.%%03ds\\n" %q $((secs / 1000)) $((secs %% 1000)); rc=1; fi\n' "${imports[i]}" "${imports[i]}" >>"$guest"
+		printf 'result=ok; ((st == 0)) || { result=FAIL; rc=1; }\n' >>"$guest"
+		printf 'printf "%%-4s\\t%%s\\t%%d.%%03ds\\n" "$result" %q $((secs / 1000)) $((secs %% 1000))\n' "${imports[i]}" >>"$guest"
 	done
 	echo 'exit $rc' >>"$guest"
 	chmod +x "$guest"
@@ -185,11 +186,9 @@ while :; do
 	st=$?
 	secs=$((($(date +%s%N) - start) / 1000000))
 	sid=$(cat "$dir/run/$job.sid" 2>/dev/null) && killsession "$sid"
-	if ((st == 0)); then
-		printf 'ok  \t%s\t%d.%03ds\n' "$import" $((secs / 1000)) $((secs % 1000)) >>"$out.part"
-	else
-		printf 'FAIL\t%s\t%d.%03ds\n' "$import" $((secs / 1000)) $((secs % 1000)) >>"$out.part"
-	fi
+	result=ok
+	((st == 0)) || result=FAIL
+	printf '%-4s\t%s\t%d.%03ds\n' "$result" "$import" $((secs / 1000)) $((secs % 1000)) >>"$out.part"
 	mv "$out.part" "$out"
 done
 EOF
