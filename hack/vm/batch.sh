@@ -16,23 +16,22 @@
 # directory with -test.v, -test.count=1 and -test.timeout=DURATION (default
 # 30m, per binary), as go test would; -short adds -test.short to each.
 #
-# Without -j, one guest (hack/vm/run.sh with the caller's GOVERBS_PROVIDER,
-# GOVERBS_KERNEL, ...) runs the entries in order, once every binary is
-# built. With -j N, N guests run at once and each takes the next entry from
-# a queue in the shared directory until none is left, while the host is
-# still building the later ones: list the long entries first. The output is
-# go test -v's: each binary's own, then go test's result line ("ok
-# <import path> <secs>s" or "FAIL <import path> <secs>s"), so that
-# hack/testsum, hack/rerun-failed.sh and hack/vm/check-integration-log.sh
-# read it as they read go test's; with -j an entry's output is printed
-# whole once it has finished, in the order they finish. An entry whose guest
-# failed under it (a kernel panic, run.sh's timeout) gets a FAIL line after
-# what it printed, and the entries no guest took one each. Between two
-# binaries a guest kills whatever the first left running in its session.
+# N guests (-j N, default 1; hack/vm/run.sh with the caller's
+# GOVERBS_PROVIDER, GOVERBS_KERNEL, ...) run at once, and each takes the
+# next entry from a queue in the shared directory until none is left, while
+# the host is still building the later ones: list the long entries first.
+# One guest runs the entries in order. The output is go test -v's: each
+# binary's own, then go test's result line ("ok <import path> <secs>s" or
+# "FAIL <import path> <secs>s"), so that hack/testsum,
+# hack/rerun-failed.sh and hack/vm/check-integration-log.sh read it as they
+# read go test's; an entry's output is printed whole once it has finished,
+# in the order they finish. An entry whose guest failed under it (a kernel
+# panic, run.sh's timeout) gets a FAIL line after what it printed, and the
+# entries no guest took one each. Between two binaries a guest kills
+# whatever the first left running in its session.
 #
-# Exit status: 0 if every binary passed, 1 if one failed or (with -j) a
-# guest did, run.sh's status (124, 125) if the one guest without -j did;
-# 2 on bad usage.
+# Exit status: 0 if every binary passed, 1 if one failed or a guest did, 2
+# on bad usage.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,7 +40,7 @@ go=${GO:-go}
 timeout=30m
 race=()
 short=()
-jobs=0
+jobs=1
 name=batch
 usage="usage: hack/vm/batch.sh [-timeout DURATION] [-race] [-short] [-j N] [-name NAME] PKG[@RUN[@SKIP]]..."
 while (($# > 0)); do
@@ -57,7 +56,7 @@ while (($# > 0)); do
 	esac
 done
 (($# > 0)) || { echo "$usage" >&2; exit 2; }
-[[ $jobs =~ ^[0-9]+$ ]] || { echo "batch: -j wants a number, got '$jobs'" >&2; exit 2; }
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "batch: -j wants a number of guests (1 or more), got '$jobs'" >&2; exit 2; }
 [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || { echo "batch: -name wants a plain file name, got '$name'" >&2; exit 2; }
 
 dir=$repo/.cache/test/$name
@@ -116,29 +115,7 @@ build() {
 	cmd=("$bin" "${args[@]}")
 }
 
-if ((jobs == 0)); then
-	guest=$dir/guest.sh
-	{
-		echo '#!/usr/bin/env bash'
-		echo 'rc=0'
-	} >"$guest"
-	for i in "${!imports[@]}"; do
-		build "$i" || exit $?
-		# One binary's run, timed as go test times it; its status decides the
-		# result line, as go test's does.
-		printf 'cd %q && start=$(date +%%s%%N)\n' "${pkgdirs[i]}" >>"$guest"
-		printf ' %q' "${cmd[@]}" >>"$guest"
-		printf ' 2>&1; st=$?\n' >>"$guest"
-		printf 'secs=$(( ($(date +%%s%%N) - start) / 1000000 ))\n' >>"$guest"
-		printf 'result=ok; ((st == 0)) || { result=FAIL; rc=1; }\n' >>"$guest"
-		printf 'printf "%%-4s\\t%%s\\t%%d.%%03ds\\n" "$result" %q $((secs / 1000)) $((secs %% 1000))\n' "${imports[i]}" >>"$guest"
-	done
-	echo 'exit $rc' >>"$guest"
-	chmod +x "$guest"
-	exec "$here/run.sh" --rw "$dir" -- "$guest"
-fi
-
-# -j: the queue. queue/NNNN is an entry not yet taken (a file of bash
+# The queue. queue/NNNN is an entry not yet taken (a file of bash
 # assignments); a guest takes one by renaming it into run/ (a rename on the
 # shared directory is the host's rename(2): of two guests, one wins) and
 # writes its output to out/NNNN.part, renamed to out/NNNN when the entry is
