@@ -245,7 +245,7 @@ bench:
 ## leaks the model's receive contexts); the _list32 rows post 32 WRs per
 ## doorbell.
 PVRDMA_BENCH_ROUNDS ?= 5
-PVRDMA_BENCH_ROWS ?= post_recv_rts poll_cq_empty post_send_send round_send pingpong msgrate_send
+PVRDMA_BENCH_ROWS ?= post_recv_rts poll_cq_empty post_send_send round_send pingpong msgrate_send msgtimed_send
 bench-pvrdma: bed-test-pvrdma
 	$(MAKE) --no-print-directory bench GOVERBS_PROVIDER=pvrdma GOVERBS_KERNEL=$(PVRDMA_KERNEL) \
 		GOVERBS_VM_TIMEOUT=$${GOVERBS_VM_TIMEOUT:-5400} BENCH_ROUNDS=$(PVRDMA_BENCH_ROUNDS) \

@@ -27,13 +27,14 @@ n=${#impls[@]}
 export GOVERBS_BENCH_DEV=${GOVERBS_BENCH_DEV:-${GOVERBS_TEST_DEVICE:-rxe0}}
 export GOVERBS_BENCH_ADDR=${GOVERBS_BENCH_ADDR:-${GOVERBS_TEST_ADDR:-169.254.77.1}}
 # The rows, in the programs' order; the scaling rows go up to the vCPUs.
-# msgtimed (the message-rate loop with each post timed, four rows of
-# output) runs only when named, which this script always does; it is listed
-# after the message rate it explains, so the table shows it there.
+# msgtimed and msgtimed_send (the WRITE and SEND message-rate loops with
+# each post timed, four rows of output each) run only when named, which this
+# script always does; they are listed after the message rates they explain,
+# so the table shows them there.
 all=(post_recv post_recv_list32 post_recv_rts post_recv_rts_list32 poll_cq_empty_1 poll_cq_empty_16 post_send_write_64
 	post_send_write_64_list32 post_send_send_64 post_send_send_64_list32 round_write_64
 	round_send_64 pingpong_send_64_1t pingpong_send_64_2t msgrate_write_64_w64
-	msgrate_send_64_w64 msgtimed)
+	msgrate_send_64_w64 msgtimed msgtimed_send)
 for ((t = 1; t <= $(nproc); t++)); do
 	all+=("scale_write_64_w64_x$t")
 done
