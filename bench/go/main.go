@@ -534,8 +534,8 @@ func msgTimedSend(n int) {
 }
 
 // reportTimed prints the four rows of a timed message-rate loop under
-// prefix: d holds each post's time, total the loop's, t0 its start (the
-// clock reads that time one read's cost use it too).
+// prefix: d holds each post's time and total the loop's; t0 is the
+// loop's start, which the clock reads timing one read also use.
 func reportTimed(prefix string, d []int64, t0 time.Time, total time.Duration) {
 	n := len(d)
 	var sum int64
