@@ -506,8 +506,10 @@ func msgTimed(p *pair, n int) {
 // queue kept full), copied from it as msgTimed is from msgrate: the rows
 // msgtimed_send_*, for a device that carries no RDMA WRITE (qemu's pvrdma
 // model). Only A's PostSend is timed; B's receive reposts fall in
-// "other".
+// "other". It runs on a pair of its own: msgrateSend leaves B's receive
+// queue full on the shared one when both rows run in one process.
 func msgTimedSend(n int) {
+	p := newPair()
 	d := make([]int64, n)
 	swr, rwr := sendWR(false, 0), recvWR(0)
 	wc := make([]verbs.WorkCompletion, 16)
