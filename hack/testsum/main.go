@@ -86,6 +86,9 @@ var (
 	// runs failed tests again.
 	rerunMark = "rerun-failed: "
 	streamRE  = regexp.MustCompile(`^([a-z])\| `)
+	// exitRE is hack/vm/two-host.sh's status line for one VM (0 for a VM
+	// that powered itself off on request).
+	exitRE = regexp.MustCompile(`^two-host: VM ([a-z]) exited with ([0-9]+)$`)
 	// What the test bed's scripts say (hack/vm/*.sh), and errors.
 	bedRE = regexp.MustCompile(`^(vm|rootfs|fetch-kernel|build-siw|apt|install-deps|uapi-headers|go-test-exec|two-host|make): |^E: |error`)
 )
@@ -141,7 +144,11 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 	}
 	// endPackage names the pending failures of s after pkg; a package that
 	// failed without a failed test is a failure of its own.
+	reported := map[string]bool{} // stream labels with a failure reported
 	endPackage := func(s *stream, pkg string, failed bool) {
+		if len(s.pending) > 0 || failed && !s.sawFail {
+			reported[s.label] = true
+		}
 		for _, f := range s.pending {
 			f.pkg = pkg
 			f.output = s.out[f.test]
@@ -168,6 +175,25 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 		}
 		if strings.HasPrefix(line, rerunMark) {
 			inRerun = true
+		}
+		// A VM whose command failed with no failed test and no FAIL line
+		// (its kernel died, its test binary was killed, the VM timed out):
+		// a failure of its own, with the VM's last lines. Its peer's
+		// failures are usually only the consequence.
+		if m := exitRE.FindStringSubmatch(line); m != nil && label == "" && m[2] != "0" {
+			s := get(m[1])
+			if len(s.pending) > 0 {
+				endPackage(s, "VM "+m[1]+" (no package line: log cut short)", false)
+			}
+			if !reported[m[1]] {
+				out := packageExcerpt(s.pkgBuf)
+				if s.cur != "" {
+					out = append([]string{"(its last test: " + s.cur + ")"}, out...)
+				}
+				fails = append(fails, failure{pkg: "VM " + m[1], output: append(out, line)})
+				reported[m[1]] = true
+			}
+			continue
 		}
 		s := get(label)
 		if m := packageRE.FindStringSubmatch(line); m != nil {

@@ -80,6 +80,40 @@ func TestParseTwoHost(t *testing.T) {
 	}
 }
 
+// TestParseTwoHostDied: VM a died in the middle of a test, printing no
+// result for it and no FAIL line; only two-host.sh's status line says so.
+// b's failures, which follow from it, are listed too.
+func TestParseTwoHostDied(t *testing.T) {
+	c, fails := parseFile(t, "two-host-died.log")
+	if c.passed != 2 || c.failed != 2 {
+		t.Errorf("counts = %+v, want 2 passed, 2 failed", c)
+	}
+	want := []got{
+		{"VM b", "TestKill", "kill_test.go:30: a's done: i/o timeout"},
+		{"VM b", "TestLast", "bed_test.go:139: waiting for a's test: accept tcp4 169.254.77.12:7471: i/o timeout"},
+		{"VM a", "", "two-host: VM a exited with 125"},
+	}
+	if diff := cmp.Diff(want, fails); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	f, err := os.Open(filepath.Join("testdata", "two-host-died.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, all, err := parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a's failure shows: its last test and the VM's last words.
+	out := strings.Join(all[len(all)-1].output, "\n")
+	for _, s := range []string{"(its last test: TestKill)", "vm: the guest stopped after 79s", "BUG: kernel NULL pointer dereference"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("a's failure output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
 // TestReport runs the whole summary over a run with a passing stage, a
 // failed one, a plain one that failed and a bed that could not be built.
 func TestReport(t *testing.T) {
