@@ -658,4 +658,9 @@ if [[ ! -f $run/rc ]]; then
 fi
 rc=$(<"$run/rc")
 [[ $rc =~ ^[0-9]+$ ]] || die "garbled exit status '$rc' from the guest"
+if ((rc > 128)); then
+	keep_klog
+	echo "vm: the command died of signal $((rc - 128)) (status $rc). Kernel log: $klog" >&2
+	show_klog_tail
+fi
 exit "$rc"
