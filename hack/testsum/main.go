@@ -142,9 +142,9 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 		}
 		return s
 	}
+	reported := map[string]bool{} // stream labels with a failure reported
 	// endPackage names the pending failures of s after pkg; a package that
 	// failed without a failed test is a failure of its own.
-	reported := map[string]bool{} // stream labels with a failure reported
 	endPackage := func(s *stream, pkg string, failed bool) {
 		if len(s.pending) > 0 || failed && !s.sawFail {
 			reported[s.label] = true
