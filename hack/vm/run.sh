@@ -54,7 +54,9 @@
 # stdin from /dev/null, stdout and stderr merged onto run.sh's stdout.
 # run.sh exits with CMD's status; 124 if the timeout hit, 125 if the VM failed
 # (setup error, kernel panic, no status written). The kernel log of the latest
-# run is kept at .cache/vm/last-kernel.log.
+# run is kept at .cache/vm/last-kernel.log; when CMD died of a signal (status
+# above 128: the OOM killer, say) its tail, with the kernel's last messages,
+# is printed too.
 #
 # A guest that has not started CMD GOVERBS_VM_BOOT_TIMEOUT seconds (default
 # 300; a boot takes 4 s of guest time, and 66 amd64 boots of a fresh-clone
