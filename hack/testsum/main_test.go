@@ -14,7 +14,8 @@ type got struct {
 	Last      string // the failure's last output line
 }
 
-func parseFile(t *testing.T, name string) (counts, []got) {
+// parseRaw parses testdata/name.
+func parseRaw(t *testing.T, name string) (counts, []failure) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
@@ -25,6 +26,12 @@ func parseFile(t *testing.T, name string) (counts, []got) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, fails
+}
+
+func parseFile(t *testing.T, name string) (counts, []got) {
+	t.Helper()
+	c, fails := parseRaw(t, name)
 	var out []got
 	for _, f := range leaves(fails) {
 		last := ""
@@ -96,15 +103,7 @@ func TestParseTwoHostDied(t *testing.T) {
 	if diff := cmp.Diff(want, fails); diff != "" {
 		t.Errorf("failures (-want +got):\n%s", diff)
 	}
-	f, err := os.Open(filepath.Join("testdata", "two-host-died.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, all, err := parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, all := parseRaw(t, "two-host-died.log")
 	// What a's failure shows: its last test and the VM's last words.
 	out := strings.Join(all[len(all)-1].output, "\n")
 	for _, s := range []string{"(its last test: TestKill)", "vm: the guest stopped after 79s", "BUG: kernel NULL pointer dereference"} {
