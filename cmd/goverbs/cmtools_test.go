@@ -126,12 +126,16 @@ func TestCMTestArgs(t *testing.T) {
 
 // ---------------------------------------------------------- the test bed --
 
-// cmProc is one end of a CM tool run, as a process: the C tool or this
-// test binary as goverbs.
 // cmStart runs tool (rping, udaddy, ucmatose) with args: impl "go" is this
 // binary as goverbs, "c" rdma-core's program. It is killed when the test
 // ends, or after a generous guard time (a hang, not a timing check).
 func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
+	t.Helper()
+	return cmStartGuard(t, impl, tool, 3*time.Minute, args...)
+}
+
+// cmStartGuard is cmStart with guard instead of 3 minutes.
+func cmStartGuard(t *testing.T, impl, tool string, guard time.Duration, args ...string) *cmProc {
 	t.Helper()
 	var argv, env []string
 	switch impl {
@@ -147,7 +151,7 @@ func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	default:
 		t.Fatalf("bad impl %q", impl)
 	}
-	p, err := proc.Start(t, impl+" "+tool+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	p, err := proc.Start(t, impl+" "+tool+" "+strings.Join(args, " "), argv, env, guard)
 	if err != nil {
 		t.Fatal(err)
 	}

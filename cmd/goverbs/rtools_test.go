@@ -123,24 +123,18 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 // cmStart's 3 minutes.
 var rsGuard time.Duration
 
-// rsStart is cmStart with rsGuard.
+// rsStart is cmStart with rsGuard. The C tools run with line-buffered
+// stdout: when the guard kills one, its output says how far it got (its
+// result row comes after its transfers, before its rshutdown), where a
+// fully buffered stdout dies with the process (seen: an rstream client on
+// siw killed with nothing printed, its Go server done).
 func rsStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	t.Helper()
-	if rsGuard == 0 {
-		return cmStart(t, impl, tool, args...)
+	guard := rsGuard
+	if guard == 0 {
+		guard = 3 * time.Minute
 	}
-	argv := append([]string{testutil.LookPath(t, tool)}, args...)
-	var env []string
-	if impl == "go" {
-		argv = append([]string{os.Args[0], tool}, args...)
-		env = append(os.Environ(), envRunMain+"=1")
-	}
-	p, err := proc.Start(t, impl+" "+tool+" "+strings.Join(args, " "), argv, env, rsGuard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Impl, p.Tool = impl, tool
-	return p
+	return cmStartGuard(t, cmLineBuffered(impl), tool, guard, args...)
 }
 
 // rsCheckRows checks p's output: the header, then one result line per
