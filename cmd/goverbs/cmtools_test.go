@@ -131,10 +131,13 @@ func TestCMTestArgs(t *testing.T) {
 // ends, or after a generous guard time (a hang, not a timing check).
 func cmStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	t.Helper()
-	return cmStartGuard(t, impl, tool, 3*time.Minute, args...)
+	return cmStartGuard(t, impl, tool, cmGuard, args...)
 }
 
-// cmStartGuard is cmStart with guard instead of 3 minutes.
+// cmGuard is cmStart's guard time.
+const cmGuard = 3 * time.Minute
+
+// cmStartGuard is cmStart with guard instead of cmGuard.
 func cmStartGuard(t *testing.T, impl, tool string, guard time.Duration, args ...string) *cmProc {
 	t.Helper()
 	var argv, env []string

@@ -120,7 +120,7 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 }
 
 // rsGuard, when set, is how long rsStart lets a program run instead of
-// cmStart's 3 minutes.
+// cmGuard.
 var rsGuard time.Duration
 
 // rsStart is cmStart with rsGuard. The C tools run with line-buffered
@@ -132,7 +132,7 @@ func rsStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	t.Helper()
 	guard := rsGuard
 	if guard == 0 {
-		guard = 3 * time.Minute
+		guard = cmGuard
 	}
 	return cmStartGuard(t, cmLineBuffered(impl), tool, guard, args...)
 }
