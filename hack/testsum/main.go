@@ -40,9 +40,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -142,13 +144,10 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 		}
 		return s
 	}
-	reported := map[string]bool{} // stream labels with a failure reported
+	exits := map[string]string{} // VM label -> two-host.sh's non-zero status line
 	// endPackage names the pending failures of s after pkg; a package that
 	// failed without a failed test is a failure of its own.
 	endPackage := func(s *stream, pkg string, failed bool) {
-		if len(s.pending) > 0 || failed && !s.sawFail {
-			reported[s.label] = true
-		}
 		for _, f := range s.pending {
 			f.pkg = pkg
 			f.output = s.out[f.test]
@@ -176,22 +175,9 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 		if strings.HasPrefix(line, rerunMark) {
 			inRerun = true
 		}
-		// A VM whose command failed with no failed test and no FAIL line
-		// (its kernel died, its test binary was killed, the VM timed out):
-		// a failure of its own, with the VM's last lines. Its peer's
-		// failures are usually only the consequence.
-		if m := exitRE.FindStringSubmatch(line); m != nil && label == "" && m[2] != "0" {
-			s := get(m[1])
-			if len(s.pending) > 0 {
-				endPackage(s, "VM "+m[1]+" (no package line: log cut short)", false)
-			}
-			if !reported[m[1]] {
-				out := packageExcerpt(s.pkgBuf)
-				if s.cur != "" {
-					out = append([]string{"(its last test: " + s.cur + ")"}, out...)
-				}
-				fails = append(fails, failure{pkg: "VM " + m[1], output: append(out, line)})
-				reported[m[1]] = true
+		if m := exitRE.FindStringSubmatch(line); m != nil && label == "" {
+			if m[2] != "0" {
+				exits[m[1]] = line
 			}
 			continue
 		}
@@ -253,6 +239,22 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 			}
 			endPackage(s, pkg, false)
 		}
+	}
+	// A VM whose command failed with no failed test and no FAIL line (its
+	// kernel died, its test binary was killed, the VM timed out): a failure
+	// of its own, with its last test and lines. Its peer's failures are
+	// usually only the consequence.
+	for _, label := range slices.Sorted(maps.Keys(exits)) {
+		vm := "VM " + label
+		if slices.ContainsFunc(fails, func(f failure) bool { return f.pkg == vm || strings.HasPrefix(f.pkg, vm+" ") }) {
+			continue
+		}
+		s := get(label)
+		out := packageExcerpt(s.pkgBuf)
+		if s.cur != "" {
+			out = append([]string{"(its last test: " + s.cur + ")"}, out...)
+		}
+		fails = append(fails, failure{pkg: vm, output: append(out, exits[label])})
 	}
 	return c, fails, rerunPassed, nil
 }
