@@ -119,9 +119,9 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 	}
 }
 
-// rsGuard, when set, is how long rsStart lets a program run instead of
-// cmGuard.
-var rsGuard time.Duration
+// rsGuard is how long rsStart lets a program run: cmStart's guard, unless
+// a test that runs longer sets it (and sets it back).
+var rsGuard = cmGuard
 
 // rsStart is cmStart with rsGuard. The C tools run with line-buffered
 // stdout: when the guard kills one, its output says how far it got (its
@@ -130,11 +130,7 @@ var rsGuard time.Duration
 // siw killed with nothing printed, its Go server done).
 func rsStart(t *testing.T, impl, tool string, args ...string) *cmProc {
 	t.Helper()
-	guard := rsGuard
-	if guard == 0 {
-		guard = cmGuard
-	}
-	return cmStartGuard(t, cmLineBuffered(impl), tool, guard, args...)
+	return cmStartGuard(t, cmLineBuffered(impl), tool, rsGuard, args...)
 }
 
 // rsCheckRows checks p's output: the header, then one result line per
@@ -249,7 +245,7 @@ func TestRiostreamInterop(t *testing.T) {
 func rsDefault(t *testing.T, tool string, extra ...string) {
 	testutil.SkipUnlessOptIn(t, "GOVERBS_RS_DEFAULT_RUN") // the default run lasts many minutes on rxe
 	rsGuard = 20 * time.Minute
-	defer func() { rsGuard = 0 }()
+	defer func() { rsGuard = cmGuard }()
 	testutil.Device(t)
 	addr := testutil.Addr(t)
 	testutil.LookPath(t, tool)
