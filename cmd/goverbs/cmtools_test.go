@@ -342,16 +342,7 @@ func cmLineBuffered(impl string) string {
 
 func cmWaitListen(t *testing.T, server *cmProc, ps string, port int) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cmListening(t, ps, port) {
-		if server.Exited() {
-			t.Fatalf("server exited before listening: %v", server)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not listening on %s %d after 90 s: %v", ps, port, server)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListening(t, server, port, func() bool { return cmListening(t, ps, port) })
 }
 
 // cmRunClient runs a client to its end, retrying while the server is not

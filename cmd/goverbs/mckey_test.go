@@ -37,15 +37,10 @@ func mckeyLines(sender bool, conns int, group string, count int) []string {
 func mckeyRun(t *testing.T, recvImpl, sendImpl string, recvArgs, sendArgs []string, conns int, group string, count int) {
 	t.Helper()
 	recv := cmStart(t, cmLineBuffered(recvImpl), "mckey", recvArgs...)
-	deadline := time.Now().Add(90 * time.Second)
-	for !strings.Contains(recv.Stdout.String(), "mckey: joined") {
-		if recv.Exited() {
-			t.Fatalf("receiver exited before joining: %v", recv)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("receiver not joined after 90 s: %v", recv)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if _, err := recv.WaitReady("receiver joined", listenWithin, func() bool {
+		return strings.Contains(recv.Stdout.String(), "mckey: joined")
+	}); err != nil {
+		t.Fatal(err)
 	}
 	// UD multicast is unreliable, and rdma-core's sender drops what is
 	// still queued when it exits (see cSenderFactor): while the receiver

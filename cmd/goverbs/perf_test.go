@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/internal/testutil/proc"
@@ -67,7 +66,7 @@ func (b *perfBed) start(t *testing.T, impl string, test perf.Test, cpu int, args
 	if b.taskset != "" {
 		argv = append([]string{b.taskset, "-c", strconv.Itoa(cpu)}, argv...)
 	}
-	p, err := proc.Start(t, impl+" "+test.Name+" "+strings.Join(args, " "), argv, env, 3*time.Minute)
+	p, err := proc.Start(t, impl+" "+test.Name+" "+strings.Join(args, " "), argv, env, ppGuard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,19 +137,15 @@ func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, 
 	rdmaCM := slices.Contains(args, "-R")
 	args = append([]string{"-d", b.dev, "-p", strconv.Itoa(port)}, args...)
 	server = b.start(t, srv, test, 0, args...)
-	deadline := time.Now().Add(90 * time.Second)
 	// With -R the server listens on an rdma_cm ID (which on InfiniBand
 	// and RoCE has no TCP socket), and the C client does not retry its
 	// first connection.
-	for rdmaCM && !cmListening(t, "TCP", port) || !rdmaCM && !proc.TCPListening(port) {
-		if server.Exited() {
-			t.Fatalf("server exited before listening: %v", server)
+	waitListening(t, server, port, func() bool {
+		if rdmaCM {
+			return cmListening(t, "TCP", port)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not listening on %d after 90 s", port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return proc.TCPListening(port)
+	})
 	var w *proc.StallWatch
 	if testutil.IWARP(b.ctx) {
 		w = proc.WatchSiw(port, server, nil)

@@ -237,8 +237,8 @@ func TestRiostreamInterop(t *testing.T) {
 // The default run (no -S, -C or -I): the latency tests on one connection
 // and the bandwidth tests on a second, -T b and -T v, both pairings. It
 // cannot be made shorter (any of -S, -C, -I makes the run custom), and on
-// rxe in the test VM it lasts longer than the 3 minutes the other tests
-// allow a program (rstream, 6.12: 9 minutes Go server against C client,
+// rxe in the test VM it lasts longer than the 3 minutes cmStart (cmGuard)
+// allows a program (rstream, 6.12: 9 minutes Go server against C client,
 // 3.5 minutes C server against Go client, 100000 64-byte round trips
 // most of it): it runs only when GOVERBS_RS_DEFAULT_RUN=1 asks for it,
 // with 20 minutes per program.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,19 +33,30 @@ type Proc struct {
 	Stdout, Stderr SyncBuffer
 	done           chan struct{}
 	err            error
+	goProgram      bool // this binary, which prints its stacks on SIGQUIT
+}
+
+// isSelf reports whether argv runs this binary, directly or through
+// taskset (which execs it in the same process, so signals reach it).
+func isSelf(argv []string) bool {
+	if len(argv) > 3 && filepath.Base(argv[0]) == "taskset" && argv[1] == "-c" {
+		argv = argv[3:]
+	}
+	return argv[0] == os.Args[0]
 }
 
 // Start starts argv with env (nil: inherit). The process is killed when
-// the test ends, or after guard (a hang, not a timing check). When argv[0]
-// is this binary (a Go program), the guard sends SIGQUIT first, so that
-// its goroutines' stacks land on its stderr, and SIGKILL 5 s later.
+// the test ends, or after guard (a hang, not a timing check). When argv
+// runs this binary (a Go program), directly or through taskset, the guard
+// sends SIGQUIT first, so that its goroutines' stacks land on its stderr,
+// and SIGKILL 5 s later.
 func Start(t testing.TB, name string, argv, env []string, guard time.Duration) (*Proc, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	p := &Proc{Name: name, done: make(chan struct{})}
 	p.Cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
-	if argv[0] == os.Args[0] {
+	if p.goProgram = isSelf(argv); p.goProgram {
 		// The program is this binary, a Go program: when the guard
 		// expires, SIGQUIT makes it print every goroutine's stack to its
 		// stderr (kept in the failure message), the evidence of where it
@@ -115,6 +127,73 @@ func (p *Proc) String() string {
 	}
 	return fmt.Sprintf("%s (pid %d): %s\n--- stdout:\n%s--- stderr:\n%s", p.Name, p.Cmd.Process.Pid, status,
 		p.Stdout.String(), p.Stderr.String())
+}
+
+// WaitReady polls ready every 20 ms until it reports true, and returns
+// how long that took. It fails if the process exits first, or if ready
+// is still false after within (a hang, not a timing check: give it
+// twice what the slowest bed has been measured to need). Then the error
+// holds what the process was doing: the kernel stack of each of its
+// threads, and, for this binary as a Go program, every goroutine's stack
+// (SIGQUIT, then SIGKILL 5 s later), with its output.
+func (p *Proc) WaitReady(what string, within time.Duration, ready func() bool) (time.Duration, error) {
+	start := time.Now()
+	for !ready() {
+		if p.Exited() {
+			return time.Since(start), fmt.Errorf("%s: exited first: %v", what, p)
+		}
+		if time.Since(start) > within {
+			stacks := p.KernelStacks()
+			if p.goProgram {
+				p.Cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-p.done:
+				case <-time.After(5 * time.Second):
+				}
+			}
+			p.Cmd.Process.Kill()
+			<-p.done
+			return time.Since(start), fmt.Errorf("%s: not after %v: %v\n--- kernel stacks then:\n%s", what, within, p, stacks)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start), nil
+}
+
+// KernelStacks returns where each thread of the running process is in
+// the kernel (/proc/PID/task/TID/stack, readable by root, as the test
+// beds run), or why it cannot.
+func (p *Proc) KernelStacks() string {
+	dir := fmt.Sprintf("/proc/%d/task", p.Cmd.Process.Pid)
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	var b strings.Builder
+	for _, tid := range tids {
+		comm, _ := os.ReadFile(filepath.Join(dir, tid.Name(), "comm"))
+		stat, _ := os.ReadFile(filepath.Join(dir, tid.Name(), "stat"))
+		fmt.Fprintf(&b, "thread %s (%s) state %s:\n", tid.Name(), strings.TrimSpace(string(comm)), threadState(stat))
+		stack, err := os.ReadFile(filepath.Join(dir, tid.Name(), "stack"))
+		if err != nil {
+			fmt.Fprintf(&b, "  %v\n", err)
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(stack)), "\n") {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// threadState is the state letter of a /proc/PID/stat line (the field
+// after the command, which is in parentheses and may hold spaces).
+func threadState(stat []byte) string {
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+3 <= len(s) {
+		return s[i+2 : i+3]
+	}
+	return "?"
 }
 
 // Lines returns the lines of standard output.
