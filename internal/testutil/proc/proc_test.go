@@ -1,8 +1,10 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envSleeper) != "" {
 		done := make(chan struct{})
 		go func() { time.Sleep(time.Hour); close(done) }()
+		fmt.Println("sleeping")
 		<-done
 		os.Exit(0)
 	}
@@ -52,14 +55,23 @@ func TestWaitReadyTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := p.WaitReady("sleep's exec", time.Minute, func() bool {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.Cmd.Process.Pid))
+		return string(comm) == "sleep\n"
+	}); err != nil {
+		t.Fatal(err)
+	}
 	_, err = p.WaitReady("never", 100*time.Millisecond, func() bool { return false })
 	if err == nil {
 		t.Fatal("WaitReady = nil, want a timeout")
 	}
-	for _, want := range []string{"never: not after 100ms", "--- kernel stacks then:", "(sleep) state S:"} {
+	for _, want := range []string{"never: not after 100ms", "--- kernel stacks then:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+	if re := regexp.MustCompile(`\nthread \d+ \(sleep\) state [A-Z]:\n`); !re.MatchString(err.Error()) {
+		t.Errorf("error lacks a thread line matching %v:\n%v", re, err)
 	}
 	if !p.Exited() {
 		t.Error("the process still runs")
@@ -77,7 +89,10 @@ func TestWaitReadyGoStacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.WaitReady("never", 2*time.Second, func() bool { return false })
+	if _, err := p.WaitReady("sleeper's start", time.Minute, func() bool { return p.Stdout.String() == "sleeping\n" }); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.WaitReady("never", 100*time.Millisecond, func() bool { return false })
 	if err == nil {
 		t.Fatal("WaitReady = nil, want a timeout")
 	}
