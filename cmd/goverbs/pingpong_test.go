@@ -220,7 +220,7 @@ func (b *ppBed) pair(t *testing.T, typ, srv, cli string, args ...string) (server
 
 // listenWithin bounds the wait for a server to listen (a hang, not a
 // timing check). The slowest bed is the nested pvrdma one, where a
-// ping-pong server of ours or rdma-core's listened 12 to 17 s after its
+// ping-pong server of ours or rdma-core's listened 8 to 17 s after its
 // start (rc and srq at 12388 bytes, 2026-11-28), and CI's machines have
 // run that bed up to three times slower than this one. A 90 s bound once
 // expired there on a Go srq server, with nothing to tell a hang from a
