@@ -328,7 +328,7 @@ SIW_SKIP ?=
 # for siw's own ring code, whose unit tests run with -race in unit.
 SIW_RACE ?=
 # A rerun is one test (the longest, cmd/goverbs' interop matrices' leaves,
-# take under a minute; a pair's guards end a hang in 3 to 5 minutes).
+# take under a minute; a pair's guards end a hang in 3 to 6 minutes).
 SIW_RERUN_TIMEOUT ?= 15m
 .PHONY: test-siw
 test-siw: bed-test-siw

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -173,7 +174,9 @@ func (p *Proc) KernelStacks() string {
 	for _, tid := range tids {
 		comm, _ := os.ReadFile(filepath.Join(dir, tid.Name(), "comm"))
 		stat, _ := os.ReadFile(filepath.Join(dir, tid.Name(), "stat"))
-		fmt.Fprintf(&b, "thread %s (%s) state %s:\n", tid.Name(), strings.TrimSpace(string(comm)), threadState(stat))
+		state, user, sys := threadStat(stat)
+		fmt.Fprintf(&b, "thread %s (%s) state %s, CPU time %s user %s system:\n",
+			tid.Name(), strings.TrimSpace(string(comm)), state, user, sys)
 		stack, err := os.ReadFile(filepath.Join(dir, tid.Name(), "stack"))
 		if err != nil {
 			fmt.Fprintf(&b, "  %v\n", err)
@@ -186,14 +189,26 @@ func (p *Proc) KernelStacks() string {
 	return b.String()
 }
 
-// threadState is the state letter of a /proc/PID/stat line (the field
-// after the command, which is in parentheses and may hold spaces).
-func threadState(stat []byte) string {
+// threadStat returns the state letter and the user and system CPU time
+// of a /proc/PID/task/TID/stat line: a thread in state R with no kernel
+// stack was running, and the two times say where (in a VM, a trapped
+// MMIO store counts as user time). The command is in parentheses and may
+// hold spaces, so the fields are counted after its last ')'.
+func threadStat(stat []byte) (state string, user, sys time.Duration) {
 	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+3 <= len(s) {
-		return s[i+2 : i+3]
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "?", 0, 0
 	}
-	return "?"
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime and stime are fields 14 and 15
+	if len(f) < 13 {
+		return "?", 0, 0
+	}
+	tick := func(v string) time.Duration {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return time.Duration(n) * time.Second / 100 // USER_HZ, 100 on Linux
+	}
+	return f[0], tick(f[11]), tick(f[12])
 }
 
 // Lines returns the lines of standard output.

@@ -70,7 +70,7 @@ func TestWaitReadyTimeout(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if re := regexp.MustCompile(`\nthread \d+ \(sleep\) state [A-Z]:\n`); !re.MatchString(err.Error()) {
+	if re := regexp.MustCompile(`\nthread \d+ \(sleep\) state [A-Z], CPU time \S+ user \S+ system:\n`); !re.MatchString(err.Error()) {
 		t.Errorf("error lacks a thread line matching %v:\n%v", re, err)
 	}
 	if !p.Exited() {
@@ -99,6 +99,24 @@ func TestWaitReadyGoStacks(t *testing.T) {
 	for _, want := range []string{"SIGQUIT", "goroutine ", "time.Sleep"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestThreadStat(t *testing.T) {
+	for _, c := range []struct {
+		stat      string
+		state     string
+		user, sys time.Duration
+	}{
+		{"268 (ibv_srq_pingpon) R 1 268 268 0 -1 4194304 120 0 0 0 2512 37 0 0 20 0 1 0 900 1000 10 18446744073709551615\n", "R", 25120 * time.Millisecond, 370 * time.Millisecond},
+		{"7 (a) b) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0\n", "S", 30 * time.Millisecond, 40 * time.Millisecond},
+		{"7 (cut short) S 1 7\n", "?", 0, 0},
+		{"", "?", 0, 0},
+	} {
+		state, user, sys := threadStat([]byte(c.stat))
+		if state != c.state || user != c.user || sys != c.sys {
+			t.Errorf("threadStat(%q) = %s, %v, %v; want %s, %v, %v", c.stat, state, user, sys, c.state, c.user, c.sys)
 		}
 	}
 }
