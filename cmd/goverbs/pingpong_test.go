@@ -220,14 +220,14 @@ func (b *ppBed) pair(t *testing.T, typ, srv, cli string, args ...string) (server
 
 // listenWithin bounds the wait for a server to listen (a hang, not a
 // timing check). The slowest bed is the nested pvrdma one, and there the
-// srq servers, ours and rdma-core's alike, are the slowest to start: they
+// srq servers, ours and rdma-core's alike, are the slowest to start (they
 // post 500 receives, each rung with an MMIO doorbell that both levels of
-// emulation trap. Measured there (2026-11-28): rc and srq servers at
-// 12388 bytes listened 8 to 19 s after their start in runs of the
-// ping-pong test alone, but 25 to 55 s in some runs of the whole
-// test-pvrdma set, still running in user space (state R) when 25 s had
-// passed; and once, in CI, a Go srq server had not listened after 90 s.
-// So more than twice that.
+// emulation trap: the likely cost, not timed step by step). Measured
+// there (2026-11-28): rc and srq servers at 12388 bytes listened 8 to
+// 19 s after their start in runs of the ping-pong test alone, but 25 to
+// 55 s in some runs of the whole test-pvrdma set, still running (state
+// R, no kernel stack) when 25 s had passed; and once, in CI, a Go srq
+// server had not listened after 90 s. So more than twice that.
 const listenWithin = 240 * time.Second
 
 // ppGuard is how long a ping-pong or perftest end may run in all before
