@@ -34,7 +34,8 @@ type Proc struct {
 	Stdout, Stderr SyncBuffer
 	done           chan struct{}
 	err            error
-	goProgram      bool // this binary, which prints its stacks on SIGQUIT
+	goProgram      bool               // this binary, which prints its stacks on SIGQUIT
+	stop           context.CancelFunc // ends the process as the guard does
 }
 
 // isSelf reports whether argv runs this binary, directly or through
@@ -53,7 +54,7 @@ func isSelf(argv []string) bool {
 // and SIGKILL 5 s later.
 func Start(t testing.TB, name string, argv, env []string, guard time.Duration) (*Proc, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	p := &Proc{Name: name, done: make(chan struct{})}
+	p := &Proc{Name: name, done: make(chan struct{}), stop: cancel}
 	p.Cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
@@ -145,14 +146,7 @@ func (p *Proc) WaitReady(what string, within time.Duration, ready func() bool) (
 		}
 		if time.Since(start) > within {
 			stacks := p.KernelStacks()
-			if p.goProgram {
-				p.Cmd.Process.Signal(syscall.SIGQUIT)
-				select {
-				case <-p.done:
-				case <-time.After(5 * time.Second):
-				}
-			}
-			p.Cmd.Process.Kill()
+			p.stop() // as the guard's expiry: SIGQUIT first for a Go program
 			<-p.done
 			return time.Since(start), fmt.Errorf("%s: not after %v: %v\n--- kernel stacks then:\n%s", what, within, p, stacks)
 		}
