@@ -1,8 +1,9 @@
 // Command bench-cingo is a control for `make bench`: bench-c's whole
 // program (bench/c/main.c, loops and verbs calls in C) run inside a Go
 // process, through one cgo call to its main. The process has the Go
-// runtime's threads (sysmon, idle Ms) and a Go binary's memory, but no Go
-// code runs while a row is measured. If this column matches bench-c, what
+// runtime's threads (sysmon, idle Ms) and a Go binary's memory, but none
+// of its Go code runs while a row is measured, and the runtime does not
+// preempt a thread in a cgo call. If this column matches bench-c, what
 // slows bench-go is not the process around the loop but what happens
 // while Go code runs. BENCH_C_IN_GO=1 make bench builds it; output as
 // bench-c's.
