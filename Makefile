@@ -224,8 +224,6 @@ bench:
 	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cgo .
 	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
 	@rm -f $(BENCH_OUT)/bench-cunpinned $(BENCH_OUT)/bench-gounpinned $(BENCH_OUT)/bench-cthread $(BENCH_OUT)/bench-gonopreempt $(BENCH_OUT)/bench-cingo
-	@# BENCH_C_IN_GO=1 adds a column: bench-c's whole program run inside a Go process (one cgo call to its main)
-	@if [ -n "$${BENCH_C_IN_GO:-}" ]; then cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cingo ./cingo; fi
 	@if [ -n "$${BENCH_UNPINNED:-}" ]; then for i in c go; do \
 		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(BENCH_OUT)/bench-$${i}unpinned; \
 		chmod +x $(BENCH_OUT)/bench-$${i}unpinned; done; fi
@@ -237,6 +235,8 @@ bench:
 	@if [ -n "$${BENCH_GO_NOPREEMPT:-}" ]; then \
 		printf '#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec "$$(dirname "$$0")/bench-go" "$$@"\n' > $(BENCH_OUT)/bench-gonopreempt; \
 		chmod +x $(BENCH_OUT)/bench-gonopreempt; fi
+	@# BENCH_C_IN_GO=1 adds a column: bench-c's whole program run inside a Go process (one cgo call to its main)
+	@if [ -n "$${BENCH_C_IN_GO:-}" ]; then cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cingo ./cingo; fi
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(BENCH_OUT) $(BENCH_ROUNDS) $(BENCH_ROWS) | tee $(BENCH_OUT)/raw.txt
 	$(GO) run ./bench/report < $(BENCH_OUT)/raw.txt | tee $(BENCH_OUT)/table.md
 

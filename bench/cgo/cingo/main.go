@@ -13,7 +13,6 @@ package main
 #cgo CFLAGS: -O2 -I${SRCDIR}/../../c
 #cgo LDFLAGS: -libverbs -lpthread
 #include <stdio.h>
-#include <stdlib.h>
 int bench_c_main(int argc, char **argv);
 static int run(int argc, char **argv)
 {
@@ -27,18 +26,15 @@ import "C"
 import (
 	"os"
 	"runtime"
-	"unsafe"
 )
 
 func main() {
 	// bench-c pins the thread it runs on; keep this goroutine on it.
 	runtime.LockOSThread()
-	// The argument vector in C memory, so that it may be handed to C.
-	n := len(os.Args)
-	argv := unsafe.Slice((**C.char)(C.malloc(C.size_t(n+1)*C.size_t(unsafe.Sizeof((*C.char)(nil))))), n+1)
+	// Go memory holding only C pointers may be passed to C.
+	argv := make([]*C.char, len(os.Args)+1)
 	for i, a := range os.Args {
 		argv[i] = C.CString(a)
 	}
-	argv[n] = nil
-	os.Exit(int(C.run(C.int(n), &argv[0])))
+	os.Exit(int(C.run(C.int(len(os.Args)), &argv[0])))
 }
