@@ -223,7 +223,7 @@ bench:
 	CGO_ENABLED=0 $(GO) build -o $(BENCH_OUT)/bench-go ./bench/go
 	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cgo .
 	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
-	@rm -f $(BENCH_OUT)/bench-cunpinned $(BENCH_OUT)/bench-gounpinned $(BENCH_OUT)/bench-cthread $(BENCH_OUT)/bench-gonopreempt $(BENCH_OUT)/bench-cingo
+	@rm -f $(BENCH_OUT)/bench-cunpinned $(BENCH_OUT)/bench-gounpinned $(BENCH_OUT)/bench-cthread $(BENCH_OUT)/bench-csleeper $(BENCH_OUT)/bench-gonopreempt $(BENCH_OUT)/bench-cingo
 	@if [ -n "$${BENCH_UNPINNED:-}" ]; then for i in c go; do \
 		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(BENCH_OUT)/bench-$${i}unpinned; \
 		chmod +x $(BENCH_OUT)/bench-$${i}unpinned; done; fi
@@ -231,6 +231,10 @@ bench:
 	@if [ -n "$${BENCH_C_THREAD:-}" ]; then \
 		printf '#!/bin/sh\nBENCH_C_THREAD=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(BENCH_OUT)/bench-cthread; \
 		chmod +x $(BENCH_OUT)/bench-cthread; fi
+	@# BENCH_C_SLEEPER=1 adds a C column whose process has a second thread that reads the clock and sleeps 10 ms in a loop (Go's sysmon at its longest sleep)
+	@if [ -n "$${BENCH_C_SLEEPER:-}" ]; then \
+		printf '#!/bin/sh\nBENCH_C_SLEEPER=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(BENCH_OUT)/bench-csleeper; \
+		chmod +x $(BENCH_OUT)/bench-csleeper; fi
 	@# BENCH_GO_NOPREEMPT=1 adds a Go column run with GODEBUG=asyncpreemptoff=1 (no preemption signals)
 	@if [ -n "$${BENCH_GO_NOPREEMPT:-}" ]; then \
 		printf '#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec "$$(dirname "$$0")/bench-go" "$$@"\n' > $(BENCH_OUT)/bench-gonopreempt; \

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct bp_dev *dev;
@@ -480,6 +481,25 @@ static void *idle(void *arg)
 	return NULL;
 }
 
+/*
+ * sleeper is the body of the thread BENCH_C_SLEEPER adds: it reads the
+ * monotonic clock and sleeps 10 ms, for the process's life. That is what
+ * Go's sysmon does at its longest sleep, which it keeps while any goroutine
+ * runs: the cost of a runtime thread that wakes, as against cthread's one
+ * that never runs. It is created before the measuring thread is bound, so
+ * it may run on any vCPU, as sysmon may.
+ */
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		usleep(10000);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -487,6 +507,11 @@ int main(int argc, char **argv)
 	if (threaded && *threaded) {
 		pthread_t th;
 		OK(pthread_create(&th, NULL, idle, NULL));
+	}
+	const char *sleeping = getenv("BENCH_C_SLEEPER");
+	if (sleeping && *sleeping) {
+		pthread_t th;
+		OK(pthread_create(&th, NULL, sleeper, NULL));
 	}
 	const char *unpinned = getenv("BENCH_UNPINNED");
 	if (unpinned && *unpinned)
