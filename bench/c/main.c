@@ -483,11 +483,11 @@ static void *idle(void *arg)
 
 /*
  * sleeper is the body of the thread BENCH_C_SLEEPER adds: it reads the
- * monotonic clock and sleeps 10 ms, for the process's life. That is what
- * Go's sysmon does at its longest sleep, which it keeps while any goroutine
- * runs: the cost of a runtime thread that wakes, as against cthread's one
- * that never runs. It is created before the measuring thread is bound, so
- * it may run on any vCPU, as sysmon may.
+ * monotonic clock and sleeps 10 ms, for the process's life. That is Go's
+ * sysmon at its longest sleep: while any goroutine runs, sysmon never
+ * sleeps longer. Its column measures the cost of a runtime thread that
+ * wakes, as against cthread's one that never runs. It is created before
+ * the measuring thread is bound, so it may run on any vCPU, as sysmon may.
  */
 static void *sleeper(void *arg)
 {
