@@ -368,7 +368,10 @@ func (e *Env) CQWait(cq *rpma.CQ) error {
 	ctx, cancel := e.Op()
 	defer cancel()
 	if err := cq.Wait(ctx); err != nil {
-		return e.Fail("rpma_cq_wait", err)
+		// What the CQ holds tells a completion whose event went missing
+		// from one that never came.
+		c := cq.CQ()
+		return e.Fail("rpma_cq_wait", fmt.Errorf("%w (the CQ holds %d completions; %d completion events read)", err, c.Queued(), c.Events()))
 	}
 	return nil
 }
