@@ -217,28 +217,22 @@ BENCH_OUT ?= $(CURDIR)/.cache/bench
 # BENCH_ROWS: row-name prefixes to run (bench/run.sh); empty runs every row.
 BENCH_ROWS ?=
 BENCH_ROUNDS ?= 7
+# bench-wrap,NAME,BIN,VAR=VALUE: writes the column bench-NAME, a script
+# that runs bench-BIN with VAR=VALUE in its environment.
+bench-wrap = printf '\043!/bin/sh\n%s exec "$$(dirname "$$0")/bench-%s" "$$@"\n' '$(3)' '$(2)' > $(BENCH_OUT)/bench-$(1) && chmod +x $(BENCH_OUT)/bench-$(1)
 bench:
 	@mkdir -p $(BENCH_OUT)
 	gcc -O2 -Wall -o $(BENCH_OUT)/bench-c bench/c/main.c bench/c/bench.c -libverbs -lpthread
 	CGO_ENABLED=0 $(GO) build -o $(BENCH_OUT)/bench-go ./bench/go
 	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cgo .
 	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
-	@rm -f $(BENCH_OUT)/bench-cunpinned $(BENCH_OUT)/bench-gounpinned $(BENCH_OUT)/bench-cthread $(BENCH_OUT)/bench-csleeper $(BENCH_OUT)/bench-gonopreempt $(BENCH_OUT)/bench-cingo
-	@if [ -n "$${BENCH_UNPINNED:-}" ]; then for i in c go; do \
-		printf '#!/bin/sh\nBENCH_UNPINNED=1 exec "$$(dirname "$$0")/bench-%s" "$$@"\n' $$i > $(BENCH_OUT)/bench-$${i}unpinned; \
-		chmod +x $(BENCH_OUT)/bench-$${i}unpinned; done; fi
+	@if [ -n "$${BENCH_UNPINNED:-}" ]; then $(call bench-wrap,cunpinned,c,BENCH_UNPINNED=1); $(call bench-wrap,gounpinned,go,BENCH_UNPINNED=1); fi
 	@# BENCH_C_THREAD=1 adds a C column whose process has a second, idle thread (as every Go program has)
-	@if [ -n "$${BENCH_C_THREAD:-}" ]; then \
-		printf '#!/bin/sh\nBENCH_C_THREAD=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(BENCH_OUT)/bench-cthread; \
-		chmod +x $(BENCH_OUT)/bench-cthread; fi
+	@if [ -n "$${BENCH_C_THREAD:-}" ]; then $(call bench-wrap,cthread,c,BENCH_C_THREAD=1); fi
 	@# BENCH_C_SLEEPER=1 adds a C column whose process has a second thread that reads the clock and sleeps 10 ms in a loop (Go's sysmon at its longest sleep)
-	@if [ -n "$${BENCH_C_SLEEPER:-}" ]; then \
-		printf '#!/bin/sh\nBENCH_C_SLEEPER=1 exec "$$(dirname "$$0")/bench-c" "$$@"\n' > $(BENCH_OUT)/bench-csleeper; \
-		chmod +x $(BENCH_OUT)/bench-csleeper; fi
+	@if [ -n "$${BENCH_C_SLEEPER:-}" ]; then $(call bench-wrap,csleeper,c,BENCH_C_SLEEPER=1); fi
 	@# BENCH_GO_NOPREEMPT=1 adds a Go column run with GODEBUG=asyncpreemptoff=1 (no preemption signals)
-	@if [ -n "$${BENCH_GO_NOPREEMPT:-}" ]; then \
-		printf '#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec "$$(dirname "$$0")/bench-go" "$$@"\n' > $(BENCH_OUT)/bench-gonopreempt; \
-		chmod +x $(BENCH_OUT)/bench-gonopreempt; fi
+	@if [ -n "$${BENCH_GO_NOPREEMPT:-}" ]; then $(call bench-wrap,gonopreempt,go,GODEBUG=asyncpreemptoff=1); fi
 	@# BENCH_C_IN_GO=1 adds a column: bench-c's whole program run inside a Go process (one cgo call to its main)
 	@if [ -n "$${BENCH_C_IN_GO:-}" ]; then cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cingo ./cingo; fi
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/run.sh $(BENCH_OUT) $(BENCH_ROUNDS) $(BENCH_ROWS) | tee $(BENCH_OUT)/raw.txt

@@ -503,15 +503,12 @@ static void *sleeper(void *arg)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const char *threaded = getenv("BENCH_C_THREAD");
-	if (threaded && *threaded) {
+	/* at most one extra thread: BENCH_C_THREAD's idle one or BENCH_C_SLEEPER's */
+	const char *threaded = getenv("BENCH_C_THREAD"), *sleeping = getenv("BENCH_C_SLEEPER");
+	void *(*extra)(void *) = threaded && *threaded ? idle : sleeping && *sleeping ? sleeper : NULL;
+	if (extra) {
 		pthread_t th;
-		OK(pthread_create(&th, NULL, idle, NULL));
-	}
-	const char *sleeping = getenv("BENCH_C_SLEEPER");
-	if (sleeping && *sleeping) {
-		pthread_t th;
-		OK(pthread_create(&th, NULL, sleeper, NULL));
+		OK(pthread_create(&th, NULL, extra, NULL));
 	}
 	const char *unpinned = getenv("BENCH_UNPINNED");
 	if (unpinned && *unpinned)
