@@ -225,6 +225,7 @@ bench:
 	gcc -O2 -Wall -o $(BENCH_OUT)/bench-c bench/c/main.c bench/c/bench.c -libverbs -lpthread
 	CGO_ENABLED=0 $(GO) build -o $(BENCH_OUT)/bench-go ./bench/go
 	cd bench/cgo && GOWORK=off CGO_ENABLED=1 $(GO) build -o $(BENCH_OUT)/bench-cgo .
+	@rm -f $(BENCH_OUT)/bench-cunpinned $(BENCH_OUT)/bench-gounpinned $(BENCH_OUT)/bench-cthread $(BENCH_OUT)/bench-csleeper $(BENCH_OUT)/bench-gonopreempt $(BENCH_OUT)/bench-cingo
 	@# BENCH_UNPINNED=1 adds C and Go columns with the single-thread rows unbound
 	@if [ -n "$${BENCH_UNPINNED:-}" ]; then $(call bench-wrap,cunpinned,c,BENCH_UNPINNED=1); $(call bench-wrap,gounpinned,go,BENCH_UNPINNED=1); fi
 	@# BENCH_C_THREAD=1 adds a C column whose process has a second, idle thread (as every Go program has)

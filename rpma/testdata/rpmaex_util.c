@@ -162,8 +162,8 @@ ex_rcq(struct rpma_conn *conn)
  * One completion of cq. It polls before it waits: an event can come for a
  * completion an earlier poll already took (one that arrived after the CQ
  * was re-armed and before that poll), and a wait that returns on such an
- * event finds the CQ empty. librpma's examples fail then; these peers
- * wait again, as rpma_cq_wait's documentation asks.
+ * event finds the CQ empty. Such a wake-up is normal for rpma_cq_wait;
+ * librpma's own examples give up on it, these peers wait again.
  */
 int
 ex_wc(struct rpma_cq *cq, struct ibv_wc *wc)
