@@ -50,11 +50,17 @@ func server(e *common.Env) error {
 	sendDone, recvDone := true, false
 	var ret error
 	for {
-		if ret = e.WaitSendRecv(cq, common.RecvCtx, &sendDone, &recvDone); ret != nil {
+		// The receive first: after "I'm done" the last answer's send
+		// may never complete (common.WaitRecv). Its completion is taken
+		// before the send buffer is written again.
+		if ret = e.WaitRecv(cq, common.RecvCtx, &sendDone, &recvDone); ret != nil {
 			break
 		}
 		v := binary.NativeEndian.Uint64(b.Recv)
 		if v == common.IMDone {
+			break
+		}
+		if ret = e.WaitSendRecv(cq, common.RecvCtx, &sendDone, &recvDone); ret != nil {
 			break
 		}
 		e.Printf("Value received: %d\n", v)

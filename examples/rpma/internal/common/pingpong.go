@@ -47,8 +47,28 @@ func (e *Env) ValidateWC(wc *verbs.WorkCompletion, recvCtx uint64, sendDone, rec
 // WaitSendRecv waits until both the send and the receive of a round
 // completed (wait_and_process_completions).
 func (e *Env) WaitSendRecv(cq *rpma.CQ, recvCtx uint64, sendDone, recvDone *bool) error {
+	return e.waitRound(cq, recvCtx, sendDone, recvDone, true)
+}
+
+// WaitRecv waits until the receive of a round completed, taking the
+// send's completion too if it comes first or with it (sendDone).
+//
+// A ping-pong server waits for the receive first: when the message is
+// "I'm done", the client has the server's last answer, and the
+// acknowledgement that completes that answer's send may never come. The
+// client's rxe posts the receive's completion before it acknowledges, and
+// a client that has already moved its QP to the error state (it
+// disconnected right after "I'm done") sends no acknowledgement at all;
+// with librpma's retry count (7, which rxe takes as "retry for ever") the
+// server's send then never completes (docs/kernels.md §1).
+func (e *Env) WaitRecv(cq *rpma.CQ, recvCtx uint64, sendDone, recvDone *bool) error {
+	return e.waitRound(cq, recvCtx, sendDone, recvDone, false)
+}
+
+// waitRound is WaitSendRecv, or WaitRecv when needSend is false.
+func (e *Env) waitRound(cq *rpma.CQ, recvCtx uint64, sendDone, recvDone *bool, needSend bool) error {
 	var wc [2]verbs.WorkCompletion
-	for !*sendDone || !*recvDone {
+	for (needSend && !*sendDone) || !*recvDone {
 		if err := e.CQWait(cq); err != nil {
 			return err
 		}
