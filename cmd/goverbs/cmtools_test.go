@@ -54,6 +54,31 @@ func TestCMRpingRaceOK(t *testing.T) {
 	}
 }
 
+// The stderr an rping end may show when it exits 0 after its peer was
+// killed, and what rping's rule refuses. The overtaken failure is
+// integration-6.12's CI run: the client killed after one ping, the
+// server's READ failed with status 11 (remote operation error), and the
+// DISCONNECTED event came before rping_test_server's return.
+func TestCMRpingDisconnectedOK(t *testing.T) {
+	for _, c := range []struct {
+		stderr, side string
+		ok           bool
+	}{
+		{"server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n", "server", true},
+		{"client DISCONNECT EVENT...\nwait for RDMA_WRITE_ADV state 10\n", "client", true},
+		{"cq completion failed status 11\nwait for RDMA_READ_ADV state 11\nserver DISCONNECT EVENT...\n", "server", true},
+		{"cq completion failed status 11\nwait for RDMA_READ_ADV state 11\n", "server", false},                                                      // no disconnect
+		{"server DISCONNECT EVENT...\ncq completion failed status 11\nwait for RDMA_READ_ADV state 11\n", "server", false},                          // the state would be ERROR
+		{"cq completion failed status 11\nwait for RDMA_READ_ADV state 11\nserver DISCONNECT EVENT...\nrping server failed: -1\n", "server", false}, // reported
+		{"client DISCONNECT EVENT...\nwait for RDMA_WRITE_ADV state 10\n", "server", false},                                                         // the wrong side
+		{"server DISCONNECT EVENT...\n", "server", false},                                                                                           // no wait ended
+	} {
+		if got := cmRpingDisconnectedOK(c.stderr, c.side); (got == "") != c.ok {
+			t.Errorf("%s %q: %q, want ok %v", c.side, c.stderr, got, c.ok)
+		}
+	}
+}
+
 // cmRpingData is what the C client puts in its buffer for ping n (the
 // oracle the tests check both implementations against).
 func cmRpingData(n, size int) string {
@@ -753,7 +778,9 @@ func cmRpingRaceOK(lines []string, status int) string {
 // exit; a guard only catches a hang (the process then gets SIGQUIT, and
 // its goroutines' stacks land in the failure). Its exit status follows
 // rping's rule (rdma-core's rping_test_client and rping_test_server): 0
-// when the loop ended on the disconnect (state 10), 255 with "rping
+// when the state is DISCONNECTED once the loop has ended, whether the
+// loop woke on the disconnect (state 10) or on a failed completion that
+// the disconnect overtook (cmRpingDisconnectedOK), 255 with "rping
 // client failed: -1" (or "server") otherwise. The peer is killed after
 // 1, 5 and 25 pings, so that the kill lands in different steps of a
 // ping.
@@ -843,15 +870,43 @@ func cmRpingPeerGone(t *testing.T, addr, srvImpl, cliImpl string, killServer boo
 			break
 		}
 	}
-	disconnected := strings.Contains(stderr, side+" DISCONNECT EVENT...\n") && strings.Contains(stderr, " state 10\n")
 	switch {
-	case status == 0 && !disconnected:
-		t.Errorf("%v\n\nexit 0 without the disconnect reported", left)
+	case status == 0:
+		if why := cmRpingDisconnectedOK(stderr, side); why != "" {
+			t.Errorf("%v\n\nexit 0 %s", left, why)
+		}
 	case status != 0 && (status != 255 || !strings.Contains(stderr, "rping "+side+" failed: -1\n")):
 		t.Errorf("%v\n\nexit %d, want 0 after the disconnect or 255 with \"rping %s failed: -1\"", left, status, side)
 	case strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic"):
 		t.Errorf("%v", left)
 	}
+}
+
+// cmRpingDisconnectedOK checks the stderr of an rping end that exited 0
+// after its peer was killed, and returns what is wrong, or "". rping
+// returns 0 when its state is DISCONNECTED at the end of its loop
+// (rping_test_server and rping_test_client: "return (cb->state ==
+// DISCONNECTED) ? 0 : ret"), and the state is read again after the loop.
+// So the DISCONNECT EVENT must be reported and the failure must not. The
+// loop either woke on the disconnect ("state 10") or broke on a failed
+// completion ("state 11", the completion thread's ERROR) and the
+// disconnect overtook it before the return: then the DISCONNECT EVENT
+// line follows the failed wait's.
+func cmRpingDisconnectedOK(stderr, side string) string {
+	disc := strings.Index(stderr, side+" DISCONNECT EVENT...\n")
+	switch {
+	case disc < 0:
+		return "without the disconnect reported"
+	case strings.Contains(stderr, "rping "+side+" failed"):
+		return "with the failure reported"
+	case strings.Contains(stderr, " state 10\n"):
+		return ""
+	}
+	wait := strings.Index(stderr, "wait for ")
+	if wait < 0 || !strings.Contains(stderr[wait:], " state 11\n") || disc < wait {
+		return "without the loop ending on the disconnect (state 10), or on a failure (state 11) that the disconnect then overtook"
+	}
+	return ""
 }
 
 // cmPeerGoneGuard bounds each wait of TestRpingPeerGone: a hang, not a
