@@ -263,8 +263,9 @@ bench-cmtime:
 
 ## bench-rstream: librdmacm's rstream against goverbs rstream and TCP
 ## (rstream -T s) over rxe, latency and bandwidth 64 B to 1 MiB,
-## BENCH_ROUNDS rounds in one boot; medians and Go/C ratios.
-## RSTREAM_BEFORE=path/to/goverbs adds that binary as a fourth column
+## BENCH_ROUNDS rounds in one boot; medians and Go/C ratios, also against
+## C whose memcpy avoids "rep movsb", slow under TCG (cvec: run.sh).
+## RSTREAM_BEFORE=path/to/goverbs adds that binary as another column
 ## (before/after in one boot).
 RSTREAM_BEFORE ?=
 bench-rstream:
