@@ -4,8 +4,9 @@
 # the same link, rstream -T s (kernel TCP), for latency (one transfer per
 # iteration) and bandwidth (many transfers, one iteration) at 64 B, 4 KiB,
 # 64 KiB and 1 MiB, ROUNDS rounds, the order of the implementations
-# rotating by round and test. Each test moves the data both ways (client to server and
-# back). Prints "round impl test gbps usec_per_xfer" per run.
+# rotating by round and test. Each test moves the data both ways (client
+# to server and back). Prints "round impl test gbps usec_per_xfer" per
+# run.
 #
 #   bench/rstream/run.sh GOVERBS-BINARY [ROUNDS [GOVERBS-BEFORE]]
 #
@@ -19,10 +20,10 @@
 # above any copy rsocket makes, so every copy takes the vector loop that
 # smaller ones take anyway. Under TCG "rep movsb" is slow: a 64 KiB memcpy
 # took 116-121 us in the 6.1 guest, 16-20 us with the tunable, and Go's
-# copy 17-19 us (2026-11-29). Plain C therefore pays for its copies of
-# 8 KiB and more (rsocket's messages from 8 KiB up to 64 KiB, so the
-# 64 KiB and 1 MiB tests) what C on hardware with fast "rep movsb" (ERMS)
-# does not. goverbs' copies are vector loops at every size.
+# copy 17-19 us (2026-11-29). rsocket's messages grow from 2 KiB to
+# 64 KiB, so in the 64 KiB and 1 MiB tests plain C pays for copies of
+# 8 KiB and more what C on hardware with fast "rep movsb" (ERMS) does not.
+# goverbs' copies are vector loops at every size.
 set -euo pipefail
 gobin=$1
 rounds=${2:-5}
