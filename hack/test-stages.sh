@@ -34,7 +34,7 @@ tsv=$logdir/stages.tsv
 : >"$tsv"
 
 # What the terminal shows of a stage as it runs.
-live='^(ok |FAIL|--- FAIL|panic: |vm: |go-test-exec: |rootfs: |fetch-kernel: |build-siw: |apt: |install-deps: |two-host: |integration log: |rerun-failed: |[a-z]\| (--- FAIL|faults|vm|panic|fatal error): )'
+live='^(ok |FAIL|--- FAIL|panic: |vm: |go-test-exec: |rootfs: |fetch-kernel: |build-siw: |apt: |install-deps: |two-host: |integration log: |rerun-failed: |rerun-stage: |[a-z]\| (--- FAIL|faults|vm|panic|fatal error): )'
 
 has_target() { make -n "$1" >/dev/null 2>&1; }
 # Tests run under go test (or the two-host wrapper, faults) print results

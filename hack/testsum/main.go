@@ -60,7 +60,11 @@ type stage struct {
 	counts
 	failures []failure
 	flakes   []failure // failed, then passed when run again
-	tail     []string  // the log's last lines, for a stage that failed with no failed test
+	// stageRerun: the whole stage ran again after a guest kernel panic
+	// (the log has stageRerunMark); flakes are then the first run's
+	// failures.
+	stageRerun bool
+	tail       []string // the log's last lines, for a stage that failed with no failed test
 }
 
 type counts struct {
@@ -87,7 +91,10 @@ var (
 	// rerunMark begins the line hack/rerun-failed.sh prints before it
 	// runs failed tests again.
 	rerunMark = "rerun-failed: "
-	streamRE  = regexp.MustCompile(`^([a-z])\| `)
+	// stageRerunMark begins the line hack/vm/two-host.sh prints before it
+	// runs its command again on both VMs, after a guest kernel panic.
+	stageRerunMark = "rerun-stage: "
+	streamRE       = regexp.MustCompile(`^([a-z])\| `)
 	// exitRE is hack/vm/two-host.sh's status line for one VM (0 for a VM
 	// that powered itself off on request).
 	exitRE = regexp.MustCompile(`^two-host: VM ([a-z]) exited with ([0-9]+)$`)
@@ -259,6 +266,22 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 	return c, fails, rerunPassed, nil
 }
 
+// splitStageRerun reads a stage's log and splits it at its stageRerunMark
+// line: first is the log before that line ("" when there is none), second
+// the rest, the mark included.
+func splitStageRerun(r io.Reader) (first, second string, err error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", "", err
+	}
+	s := string(b)
+	i := strings.Index(s, "\n"+stageRerunMark)
+	if i < 0 {
+		return "", s, nil
+	}
+	return s[:i+1], s[i+1:], nil
+}
+
 // splitFlaky separates the failed tests that passed when run again (and
 // takes them out of c's failed count, which counts parents too) from the
 // others.
@@ -390,13 +413,33 @@ func (st *stage) load(tail int) error {
 		if err != nil {
 			return err
 		}
-		c, fails, rerunPassed, err := parseReruns(f)
+		first, second, err := splitStageRerun(f)
 		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %v", st.log, err)
+		}
+		c, fails, rerunPassed, err := parseReruns(strings.NewReader(second))
 		if err != nil {
 			return fmt.Errorf("%s: %v", st.log, err)
 		}
 		failed, flaky := splitFlaky(&c, fails, rerunPassed)
 		st.counts, st.failures, st.flakes = c, leaves(failed), leaves(flaky)
+		if first != "" {
+			// The stage ran again after a guest kernel panic: what counts is
+			// the second run. The first run's failures are flaky when the
+			// second passed, failures as well when it did not.
+			st.stageRerun = true
+			c1, fails1, err := parse(strings.NewReader(first))
+			if err != nil {
+				return fmt.Errorf("%s: %v", st.log, err)
+			}
+			if st.status == 0 && len(st.failures) == 0 {
+				st.flakes = append(leaves(fails1), st.flakes...)
+			} else {
+				st.failures = append(leaves(fails1), st.failures...)
+				st.counts.failed += c1.failed
+			}
+		}
 		st.counts.flaky = len(st.flakes) // as failures are listed: leaves
 	}
 	if st.status != 0 && len(st.failures) == 0 {
@@ -452,7 +495,11 @@ func report(w io.Writer, stages []*stage, tail int) (total counts, failedStages 
 			continue
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "== %s: %d flaky: failed, then passed when run again (hack/rerun-failed.sh); the first run's output:\n", st.name, len(st.flakes))
+		if st.stageRerun {
+			fmt.Fprintf(w, "== %s: %d flaky: a guest kernel panicked, and the stage passed when run again (hack/vm/two-host.sh); the first run's failures:\n", st.name, len(st.flakes))
+		} else {
+			fmt.Fprintf(w, "== %s: %d flaky: failed, then passed when run again (hack/rerun-failed.sh); the first run's output:\n", st.name, len(st.flakes))
+		}
 		printFailures(w, st, st.flakes, tail)
 	}
 	for _, st := range stages {

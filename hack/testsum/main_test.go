@@ -276,3 +276,91 @@ func TestFlaky(t *testing.T) {
 		t.Errorf("total %+v; summary:\n%s", total, b.String())
 	}
 }
+
+// stageRerunRun is a faults log in which VM b's kernel panicked, a's
+// failures followed from it, and hack/vm/two-host.sh ran both again.
+const stageRerunRun = `a| === RUN   TestFirst
+b| === RUN   TestFirst
+a| --- PASS: TestFirst (1.10s)
+b| --- PASS: TestFirst (1.12s)
+a| === RUN   TestKill
+b| === RUN   TestKill
+b| vm: the guest kernel panicked after 81s, before the command reported an exit status (qemu status 0). Kernel log: /x/kernel-crash.log
+b| vm:   Oops: double fault: 0000 [#1] PREEMPT SMP NOPTI
+a|     kill_test.go:30: the stream failed before the fault
+a| --- FAIL: TestKill (3.00s)
+a| FAIL
+two-host: VM a exited with 1
+two-host: VM b exited with 125
+rerun-stage: the kernel of VM b panicked (its oops is above); both VMs run the command once more
+a| === RUN   TestFirst
+b| === RUN   TestFirst
+a| --- PASS: TestFirst (1.10s)
+b| --- PASS: TestFirst (1.12s)
+a| === RUN   TestKill
+b| === RUN   TestKill
+a| --- PASS: TestKill (2.00s)
+b| --- PASS: TestKill (2.00s)
+a| PASS
+b| PASS
+two-host: VM a exited with 0
+two-host: VM b exited with 0
+`
+
+// After a stage rerun, the second run's results count; the first run's
+// failures (the panicked VM's among them) are flaky when the stage then
+// passed, and failures too when it did not.
+func TestStageRerun(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name            string
+		log             string
+		status          int
+		passed, failed  int
+		flaky, failures []string
+	}{
+		{"passed", stageRerunRun, 0, 4, 0, []string{"VM a TestKill", "VM b "}, nil},
+		{
+			"failed again",
+			strings.Replace(stageRerunRun, "a| --- PASS: TestKill (2.00s)\n", "a| --- FAIL: TestKill (2.00s)\n", 1), 1,
+			3, 2, nil, []string{"VM a TestKill", "VM b ", "VM a TestKill"},
+		},
+		{"no rerun", stageRerunRun[:strings.Index(stageRerunRun, "rerun-stage:")], 1, 2, 1, nil, []string{"VM a TestKill", "VM b "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(dir, tc.name+".log")
+			if err := os.WriteFile(log, []byte(tc.log), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st := &stage{name: "faults", kind: "tests", status: tc.status, log: log}
+			if err := st.load(5); err != nil {
+				t.Fatal(err)
+			}
+			if st.passed != tc.passed || st.failed != tc.failed || st.counts.flaky != len(tc.flaky) {
+				t.Errorf("counts %+v, want %d passed, %d failed, %d flaky", st.counts, tc.passed, tc.failed, len(tc.flaky))
+			}
+			names := func(fs []failure) (out []string) {
+				for _, f := range fs {
+					out = append(out, f.pkg+" "+f.test)
+				}
+				return out
+			}
+			if diff := cmp.Diff(tc.flaky, names(st.flakes)); diff != "" {
+				t.Errorf("flaky (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.failures, names(st.failures)); diff != "" {
+				t.Errorf("failed (-want +got):\n%s", diff)
+			}
+			if tc.name != "passed" {
+				return
+			}
+			var b strings.Builder
+			report(&b, []*stage{st}, 5)
+			for _, s := range []string{"== faults: 2 flaky: a guest kernel panicked", "Oops: double fault"} {
+				if !strings.Contains(b.String(), s) {
+					t.Errorf("summary lacks %q:\n%s", s, b.String())
+				}
+			}
+		})
+	}
+}

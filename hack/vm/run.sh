@@ -46,6 +46,8 @@
 # GOVERBS_VM_APPEND adds words to the guest kernel's command line (say
 # "clocksource=tsc tsc=reliable", to compare a measurement with the
 # clocksource the kernel picks itself); not passed to pvrdma's inner guest.
+# GOVERBS_VM_PANIC_MARK=FILE: run.sh creates FILE when the guest's kernel
+# panicked before CMD reported its status (hack/vm/two-host.sh uses it).
 # GOVERBS_VM_LOCK=FILE makes VMs share a lock file: each run holds it shared,
 # or exclusively with GOVERBS_VM_LOCK_EXCLUSIVE=1, so a measurement never
 # runs beside another VM on the same machine.
@@ -653,8 +655,17 @@ if [[ ! -f $run/rc ]]; then
 		GOVERBS_VM_BOOT_TRY=$((boot_try + 1)) exec "${BASH_SOURCE[0]}" "${orig_args[@]}"
 	fi
 	[[ ! -f $run/boot-hang ]] || echo "vm: the guest $how" >&2
-	echo "vm: the guest stopped after ${elapsed}s without reporting an exit status" \
-		"(qemu status $qrc; kernel panic or crash?). Kernel log: $klog" >&2
+	# The guest's kernel, not the command, ended the run (every oops panics:
+	# oops=panic). GOVERBS_VM_PANIC_MARK: a file to create then
+	# (hack/vm/two-host.sh runs the command again once).
+	if grep -q 'Kernel panic - not syncing' "$run/kernel.log" 2>/dev/null; then
+		[[ -z ${GOVERBS_VM_PANIC_MARK:-} ]] || : >"$GOVERBS_VM_PANIC_MARK"
+		echo "vm: the guest kernel panicked after ${elapsed}s, before the command reported" \
+			"an exit status (qemu status $qrc). Kernel log: $klog" >&2
+	else
+		echo "vm: the guest stopped after ${elapsed}s without reporting an exit status" \
+			"(qemu status $qrc; kernel panic or crash?). Kernel log: $klog" >&2
+	fi
 	show_klog_tail
 	exit 125
 fi
