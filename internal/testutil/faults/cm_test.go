@@ -424,9 +424,10 @@ type cmConnResult struct {
 
 // TestCMLoss5 and TestCMLoss30: rdma_cm connections made over a lossy
 // link, several at once. Each Connect must return within the cm's retry
-// budget, established (then a checksummed message crosses it and a's
-// Disconnect is answered) or with a clear error (errors.Is: unreachable,
-// rejected); b's Accept likewise.
+// budget, established (then a checksummed message crosses it, or its
+// SEND completes with "transport retry counter exceeded", RC's own limit,
+// and a's Disconnect is answered) or with a clear error (errors.Is:
+// unreachable, rejected); b's Accept likewise.
 func TestCMLoss5(t *testing.T) { cmLossTest(t, "loss 5%", 4) }
 
 func TestCMLoss30(t *testing.T) { cmLossTest(t, "loss 30%", 3) }
@@ -482,13 +483,26 @@ func cmLossTest(t *testing.T, netem string, conns int) {
 		t.Error(err)
 	}
 	res := result{Fault: fmt.Sprintf("rdma_cm: %d connects at once under netem %s", conns, netem), Budget: budget}
+	delivered := 0 // established connections whose SEND completed OK
 	for i, r := range out {
 		res.Posted++
 		res.MaxGap = max(res.MaxGap, r.connect, r.disconnect)
 		switch {
 		case r.err == nil:
 			res.OK++
-			if r.sendErr != nil {
+			switch {
+			case r.sendErr == nil:
+				delivered++
+			case errors.Is(r.sendErr, verbs.WCRetryExcErr):
+				// RC's own bounded retry ran out: the SEND, or every
+				// ACK b sent for it, was lost on each of its
+				// RetryCnt+1 tries. That is the transport's
+				// specified, clear outcome, not a fault: under loss
+				// p on each side one try gets through with
+				// (1-p)², so at 30 % all 7 fail with 0.51^7, about
+				// one connection in 110 (CI of f70001d met it).
+				t.Logf("connection %d: established; its SEND ran out of transport retries (%v)", i+1, r.sendErr)
+			default:
 				t.Errorf("connection %d: established, but its SEND: %v", i+1, r.sendErr)
 			}
 			if r.discoErr != nil {
@@ -526,10 +540,12 @@ func cmLossTest(t *testing.T, netem string, conns int) {
 	if rep.Bad != 0 || rep.Lost != 0 {
 		t.Errorf("b: %d messages corrupt, %d connections without an outcome within the budget", rep.Bad, rep.Lost)
 	}
-	// Every connection a made reached b: b accepted it, and its message
-	// arrived.
-	if rep.Received != 1+res.OK {
-		t.Errorf("b received %d messages on its connections; a established %d", rep.Received, 1+res.OK)
+	// Every message whose SEND completed OK arrived at b, intact. One
+	// whose SEND ran out of retries may have arrived (only its ACKs
+	// lost) or not; nothing else may.
+	if rep.Received < 1+delivered || rep.Received > 1+res.OK {
+		t.Errorf("b received %d messages on its connections; a's SENDs completed OK on %d and a established %d",
+			rep.Received, 1+delivered, 1+res.OK)
 	}
 	t.Logf("b: %d connections accepted, %d accepts failed, %d messages received, longest accept %v", rep.Dups, rep.Flushed, rep.Received, rep.Down)
 	if rep.Down > budget+slack {
@@ -603,8 +619,8 @@ func cmConnectOnce(n int, bound time.Duration) (r cmConnResult) {
 		switch {
 		case err != nil:
 			r.sendErr = err
-		case wc.Status != verbs.WCSuccess:
-			r.sendErr = fmt.Errorf("SEND completed with %v", wc.Status)
+		default:
+			r.sendErr = wc.Err() // a *verbs.WCError, nil on success
 		}
 	}
 	began = time.Now()
