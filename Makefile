@@ -289,8 +289,8 @@ fuzz-long:
 ## an RC verbs stream, an rpma write+flush stream and rdma_cm connections;
 ## prints the per-fault table (WRs posted, OK, in error, lost, time to detect).
 ## A guest kernel panic (6.12's rxe corrupts its slab now and then under
-## these tests: docs/kernels.md) runs both VMs once more, and hack/testsum
-## lists the first run's failures as flaky
+## these tests: docs/kernels.md) runs both VMs again, at most twice, and
+## hack/testsum lists the earlier runs' failures as flaky
 .PHONY: faults
 faults: bed-faults
 	@mkdir -p $(LOGDIR)

@@ -61,7 +61,7 @@ type stage struct {
 	failures []failure
 	flakes   []failure // failed, then passed when run again
 	// stageRerun: the whole stage ran again after a guest kernel panic
-	// (the log has stageRerunMark); flakes are then the first run's
+	// (the log has stageRerunMark); flakes are then the earlier runs'
 	// failures.
 	stageRerun bool
 	tail       []string // the log's last lines, for a stage that failed with no failed test
@@ -267,19 +267,22 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 }
 
 // splitStageRerun reads a stage's log and splits it at its stageRerunMark
-// line: first is the log before that line ("" when there is none), second
-// the rest, the mark included.
-func splitStageRerun(r io.Reader) (first, second string, err error) {
+// lines: earlier holds the log of each run before the last (none when
+// there is no mark), last the last run's, its mark included.
+func splitStageRerun(r io.Reader) (earlier []string, last string, err error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
-		return "", "", err
+		return nil, "", err
 	}
 	s := string(b)
-	i := strings.Index(s, "\n"+stageRerunMark)
-	if i < 0 {
-		return "", s, nil
+	for {
+		i := strings.Index(s, "\n"+stageRerunMark)
+		if i < 0 {
+			return earlier, s, nil
+		}
+		earlier = append(earlier, s[:i+1])
+		s = s[i+1:]
 	}
-	return s[:i+1], s[i+1:], nil
 }
 
 // splitFlaky separates the failed tests that passed when run again (and
@@ -413,32 +416,37 @@ func (st *stage) load(tail int) error {
 		if err != nil {
 			return err
 		}
-		first, second, err := splitStageRerun(f)
+		earlier, last, err := splitStageRerun(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %v", st.log, err)
 		}
-		c, fails, rerunPassed, err := parseReruns(strings.NewReader(second))
+		c, fails, rerunPassed, err := parseReruns(strings.NewReader(last))
 		if err != nil {
 			return fmt.Errorf("%s: %v", st.log, err)
 		}
 		failed, flaky := splitFlaky(&c, fails, rerunPassed)
 		st.counts, st.failures, st.flakes = c, leaves(failed), leaves(flaky)
-		if first != "" {
-			// The stage ran again after a guest kernel panic: what counts is
-			// the second run. The first run's failures are flaky when the
-			// second passed, failures as well when it did not.
-			st.stageRerun = true
-			c1, fails1, err := parse(strings.NewReader(first))
+		// The stage ran again after a guest kernel panic: what counts is
+		// the last run. The earlier runs' failures are flaky when the last
+		// passed, failures as well when it did not.
+		st.stageRerun = len(earlier) > 0
+		passed := st.status == 0 && len(st.failures) == 0
+		var before []failure
+		for _, run := range earlier {
+			c1, fails1, err := parse(strings.NewReader(run))
 			if err != nil {
 				return fmt.Errorf("%s: %v", st.log, err)
 			}
-			if st.status == 0 && len(st.failures) == 0 {
-				st.flakes = append(leaves(fails1), st.flakes...)
-			} else {
-				st.failures = append(leaves(fails1), st.failures...)
+			before = append(before, leaves(fails1)...)
+			if !passed {
 				st.counts.failed += c1.failed
 			}
+		}
+		if passed {
+			st.flakes = append(before, st.flakes...)
+		} else {
+			st.failures = append(before, st.failures...)
 		}
 		st.counts.flaky = len(st.flakes) // as failures are listed: leaves
 	}
@@ -496,7 +504,7 @@ func report(w io.Writer, stages []*stage, tail int) (total counts, failedStages 
 		}
 		fmt.Fprintln(w)
 		if st.stageRerun {
-			fmt.Fprintf(w, "== %s: %d flaky: a guest kernel panicked, and the stage passed when run again (hack/vm/two-host.sh); the first run's failures:\n", st.name, len(st.flakes))
+			fmt.Fprintf(w, "== %s: %d flaky: a guest kernel panicked, and the stage passed when run again (hack/vm/two-host.sh); the earlier runs' failures:\n", st.name, len(st.flakes))
 		} else {
 			fmt.Fprintf(w, "== %s: %d flaky: failed, then passed when run again (hack/rerun-failed.sh); the first run's output:\n", st.name, len(st.flakes))
 		}

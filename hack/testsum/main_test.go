@@ -307,7 +307,15 @@ two-host: VM a exited with 0
 two-host: VM b exited with 0
 `
 
-// After a stage rerun, the second run's results count; the first run's
+// panicTwice is stageRerunRun's panicked run, its rerun mark, and the same
+// run again: a log whose first two runs panicked.
+var panicTwice = func() string {
+	i := strings.Index(stageRerunRun, "rerun-stage:")
+	mark := stageRerunRun[i : i+strings.Index(stageRerunRun[i:], "\n")+1]
+	return stageRerunRun[:i] + mark + stageRerunRun[:i]
+}()
+
+// After a stage rerun, the last run's results count; the earlier runs'
 // failures (the panicked VM's among them) are flaky when the stage then
 // passed, and failures too when it did not.
 func TestStageRerun(t *testing.T) {
@@ -326,6 +334,14 @@ func TestStageRerun(t *testing.T) {
 			3, 2, nil, []string{"VM a TestKill", "VM b ", "VM a TestKill"},
 		},
 		{"no rerun", stageRerunRun[:strings.Index(stageRerunRun, "rerun-stage:")], 1, 2, 1, nil, []string{"VM a TestKill", "VM b "}},
+		{"passed on the second rerun", panicTwice + stageRerunRun[strings.Index(stageRerunRun, "rerun-stage:"):], 0, 4, 0,
+			[]string{"VM a TestKill", "VM b ", "VM a TestKill", "VM b "}, nil},
+		{
+			"failed on both reruns",
+			panicTwice + strings.Replace(stageRerunRun[strings.Index(stageRerunRun, "rerun-stage:"):],
+				"a| --- PASS: TestKill (2.00s)\n", "a| --- FAIL: TestKill (2.00s)\n", 1), 1,
+			3, 3, nil, []string{"VM a TestKill", "VM b ", "VM a TestKill", "VM b ", "VM a TestKill"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := filepath.Join(dir, tc.name+".log")

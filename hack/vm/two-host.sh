@@ -23,9 +23,9 @@
 # user-space program may cause: 6.12's rxe has corrupted its own slab under
 # the fault tests (docs/kernels.md, section 8). Then both VMs boot again and
 # run CMD once more, with a new shared directory, after a line beginning
-# "rerun-stage: " that hack/testsum reads: the first run's failures are
-# listed as flaky when the second run passes. Only once, and only after a
-# panic: a second panic, or any other failure, is the run's status.
+# "rerun-stage: " that hack/testsum reads: the earlier runs' failures are
+# listed as flaky when the last run passes. At most twice, and only after a
+# panic: a third panic, or any other failure, is the run's status.
 #
 # GOVERBS_VM_LOCK is taken here (shared, or exclusive with
 # GOVERBS_VM_LOCK_EXCLUSIVE=1) for both VMs, as run.sh takes it for one.
@@ -143,18 +143,19 @@ status() {
 	echo "two-host: VM $role exited with $rc" >&2
 	echo "$rc"
 }
-pair "$@"
-rc_a=$(status a)
-rc_b=$(status b)
-panicked=
-for role in a b; do
-	[[ ! -f $work/$role.panicked ]] || panicked+=" $role"
-done
-if [[ -n $rerun_after_panic && -n $panicked ]]; then
-	echo "rerun-stage: the kernel of VM${panicked} panicked (its oops is above); both VMs run the command once more" >&2
+# With --rerun-after-panic, a run in which a guest kernel panicked is run
+# again, at most max_panic_reruns times.
+max_panic_reruns=2
+for ((run = 0; ; run++)); do
 	pair "$@"
 	rc_a=$(status a)
 	rc_b=$(status b)
-fi
+	panicked=
+	for role in a b; do
+		[[ ! -f $work/$role.panicked ]] || panicked+=" $role"
+	done
+	[[ -n $rerun_after_panic && -n $panicked ]] && ((run < max_panic_reruns)) || break
+	echo "rerun-stage: the kernel of VM${panicked} panicked (its oops is above); both VMs run the command once more" >&2
+done
 ((rc_a != 0)) && exit "$rc_a"
 exit "$rc_b"
