@@ -307,13 +307,16 @@ two-host: VM a exited with 0
 two-host: VM b exited with 0
 `
 
+// firstRun is stageRerunRun up to its rerun mark (the run that
+// panicked), and rerun the rest: the mark and the run after it.
+var firstRun, rerun = func() (string, string) {
+	i := strings.Index(stageRerunRun, "rerun-stage:")
+	return stageRerunRun[:i], stageRerunRun[i:]
+}()
+
 // panicTwice is stageRerunRun's panicked run, its rerun mark, and the same
 // run again: a log whose first two runs panicked.
-var panicTwice = func() string {
-	i := strings.Index(stageRerunRun, "rerun-stage:")
-	mark := stageRerunRun[i : i+strings.Index(stageRerunRun[i:], "\n")+1]
-	return stageRerunRun[:i] + mark + stageRerunRun[:i]
-}()
+var panicTwice = firstRun + rerun[:strings.Index(rerun, "\n")+1] + firstRun
 
 // After a stage rerun, the last run's results count; the earlier runs'
 // failures (the panicked VM's among them) are flaky when the stage then
@@ -333,12 +336,12 @@ func TestStageRerun(t *testing.T) {
 			strings.Replace(stageRerunRun, "a| --- PASS: TestKill (2.00s)\n", "a| --- FAIL: TestKill (2.00s)\n", 1), 1,
 			3, 2, nil, []string{"VM a TestKill", "VM b ", "VM a TestKill"},
 		},
-		{"no rerun", stageRerunRun[:strings.Index(stageRerunRun, "rerun-stage:")], 1, 2, 1, nil, []string{"VM a TestKill", "VM b "}},
-		{"passed on the second rerun", panicTwice + stageRerunRun[strings.Index(stageRerunRun, "rerun-stage:"):], 0, 4, 0,
+		{"no rerun", firstRun, 1, 2, 1, nil, []string{"VM a TestKill", "VM b "}},
+		{"passed on the second rerun", panicTwice + rerun, 0, 4, 0,
 			[]string{"VM a TestKill", "VM b ", "VM a TestKill", "VM b "}, nil},
 		{
 			"failed on both reruns",
-			panicTwice + strings.Replace(stageRerunRun[strings.Index(stageRerunRun, "rerun-stage:"):],
+			panicTwice + strings.Replace(rerun,
 				"a| --- PASS: TestKill (2.00s)\n", "a| --- FAIL: TestKill (2.00s)\n", 1), 1,
 			3, 3, nil, []string{"VM a TestKill", "VM b ", "VM a TestKill", "VM b ", "VM a TestKill"},
 		},
