@@ -78,6 +78,8 @@ type Conn struct {
 	waits      uint64 // channel waits (for tests)
 	arms       uint64 // REQ_NOTIFYs: one per wait, or before a condition met after arming (for tests)
 	polled     uint64 // waits that polling ended, without arming (for tests)
+	unyielded  int    // Reads and posts since the last yield (see maybeYield)
+	yields     uint64 // maybeYield's yields (for tests)
 
 	wc      [32]verbs.WorkCompletion
 	recvWRs []verbs.RecvWR
@@ -550,6 +552,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	defer c.readMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.maybeYield()
 	for {
 		if c.closing {
 			return 0, c.opError("read", net.ErrClosed)
@@ -565,6 +568,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		if c.s.haveData() {
 			n := c.s.consume(p, c.rbuf)
+			c.unyielded += n / yieldBytes
 			c.updateCredits()
 			return n, nil
 		}
@@ -622,6 +626,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 // Write, IOWrite and sendIOMaps share it. The caller holds writeMu and
 // c.mu.
 func (c *Conn) awaitPost(op string, cond int) error {
+	c.maybeYield()
 	for {
 		if err := c.writeOver(op); err != nil {
 			return err
@@ -704,6 +709,7 @@ func (c *Conn) post(ch chunk, payload []byte, op verbs.WROpcode) {
 			wr.SGList = c.dataSGE[:2]
 		}
 	}
+	c.unyielded += ch.n / yieldBytes
 	n := 1
 	if c.s.msgSend {
 		n = msgSendWRs(&c.dataWR, &c.dataWord)

@@ -757,6 +757,48 @@ func TestConnCloseWrite(t *testing.T) {
 	}
 }
 
+// Reads and Writes that never wait yield now and then (a scheduling
+// point, so the runtime need not preempt them by signal): 4 times
+// YieldEvery small Writes, fewer than the credits and the buffer hold,
+// then as many Reads of data that has all arrived (CloseWrite returns
+// once every send is acknowledged). Each side must have yielded, and the
+// data must arrive intact.
+func TestConnYields(t *testing.T) {
+	c1, c2 := pipe(t)
+	guard(t, 2*time.Minute, c1, c2)
+	const msg = 16
+	n := 4 * rsocket.YieldEvery
+	want := randBytes(11, n*msg)
+	for i := range n {
+		if _, err := c1.Write(want[i*msg : (i+1)*msg]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c1.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, msg)
+	for {
+		k, err := c2.Read(buf)
+		got = append(got, buf[:k]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, first difference at %d", len(got), firstDiff(got, want))
+	}
+	y1, y2 := rsocket.Yields(c1), rsocket.Yields(c2)
+	t.Logf("yields: writer %d, reader %d; polled waits: writer %d, reader %d", y1, y2, rsocket.Polled(c1), rsocket.Polled(c2))
+	if y1 == 0 || y2 == 0 {
+		t.Errorf("%d Writes and %d Reads: writer yielded %d times, reader %d; want both > 0", n, n, y1, y2)
+	}
+}
+
 // CloseRead: Read returns EOF at once — a blocked one too — and a
 // blocked Write neither blocks it nor is disturbed; writing goes on.
 func TestConnCloseRead(t *testing.T) {

@@ -122,6 +122,9 @@
 // PollTime (10 µs by default, C's polling_time), then waits on its
 // completion channel (cq.Wait), parked on Go's netpoller; deadlines, Close
 // and the peer's disconnect wake them. Once a connection runs, Read and Write allocate nothing.
+// Reads and Writes that never wait yield to the scheduler every 64 calls
+// or 256 KiB or so, so that the runtime has no need to preempt a busy
+// transfer by signal.
 // Like C's rsocket, a side grants credits only while its application
 // calls Read (or Write): a peer that stops reading stops the writer.
 package rsocket

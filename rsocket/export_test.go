@@ -64,6 +64,16 @@ func Polled(c *Conn) uint64 {
 	return c.polled
 }
 
+// Yields counts c's yields between Reads and posts that did not wait.
+func Yields(c *Conn) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.yields
+}
+
+// YieldEvery is how many Reads and posts pass between those yields.
+const YieldEvery = yieldEvery
+
 // PeerIOMaps describes the peer's windows c knows of.
 func PeerIOMaps(c *Conn) string {
 	c.mu.Lock()
