@@ -78,7 +78,7 @@ type Conn struct {
 	waits      uint64 // channel waits (for tests)
 	arms       uint64 // REQ_NOTIFYs: one per wait, or before a condition met after arming (for tests)
 	polled     uint64 // waits that polling ended, without arming (for tests)
-	unyielded  int    // Reads and posts since the last yield (see maybeYield)
+	unyielded  int    // Reads and posts since the last yield, and their data (see maybeYield)
 	yields     uint64 // maybeYield's yields (for tests)
 
 	wc      [32]verbs.WorkCompletion

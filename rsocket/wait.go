@@ -209,9 +209,9 @@ const pollEvery = 32
 // about 25 signals a second on each sender, each a signal delivery, a
 // return through the kernel and a reschedule. A yield costs a function
 // call when nothing else is runnable. Measured with rstream in one boot
-// (6.1, 15 rounds, against the build without it): 0.94 of the time per
-// transfer at 4 KiB bandwidth (13 rounds of 15 faster), the other tests
-// within the bed's noise (0.98-1.04).
+// (6.1, 15 rounds, against the build without it): 0.96-0.98 of the time
+// per transfer on bandwidth from 4 KiB up (11-12 rounds of 15 faster),
+// 0.98-0.99 elsewhere (README, issue 23).
 func (c *Conn) maybeYield() {
 	c.unyielded++
 	if c.unyielded < yieldEvery {
@@ -225,8 +225,8 @@ func (c *Conn) maybeYield() {
 }
 
 // yieldEvery is the count at which maybeYield yields, and yieldBytes the
-// data that counts as one call. 64 small messages take about 2 ms in the
-// TCG bed, and so do 32 of 4 KiB or 4 of 64 KiB (17 each): well inside
+// data that counts as one call. In the TCG bed 64 small messages, 32 of
+// 4 KiB (2 each) or 4 of 64 KiB (17 each) take 2-4 ms: well inside
 // the 10 ms after which the runtime preempts a goroutine by signal. By
 // calls alone, 64 messages of 64 KiB took about 50 ms, and the sender
 // was still preempted by signal (62 in 2 s at 64 KiB bandwidth, against
