@@ -17,6 +17,9 @@
 # else a's status if non-zero, else b's. A VM that powered itself off on
 # request (the command created $GOVERBS_FAULT_DIR/ROLE.poweroff first: the
 # "peer VM powered off" fault) counts as status 0 although it wrote none.
+# A VM whose guest kernel panics stops the other VM at once (its status is
+# then run.sh's 143): the survivor's tests could only fail or wait out their
+# timeout on a dead link.
 #
 # --rerun-after-panic (make faults): a guest kernel that panics (run.sh says
 # "the guest kernel panicked") cuts the run short for a reason no
@@ -88,11 +91,28 @@ vm() {
 	echo "$rc" >"$work/$role.rc"
 }
 
+# stop_peer_of_panicked stops the other VM, once, when one VM's kernel has
+# panicked and the other is still running.
+stop_peer_of_panicked() {
+	local role other
+	[[ ! -f $work/peer-stopped ]] || return 0
+	for role in a b; do
+		other=b
+		[[ $role == a ]] || other=a
+		if [[ -f $work/$role.panicked && ! -f $work/$other.rc && -f $work/$other.pid ]]; then
+			echo "two-host: the kernel of VM $role panicked: stopping VM $other" >&2
+			: >"$work/peer-stopped"
+			kill -TERM "$(<"$work/$other.pid")" 2>/dev/null || true
+			return 0
+		fi
+	done
+}
+
 # pair runs CMD once on both VMs, with a new shared directory; each VM's
 # status is then in $work/ROLE.rc, and $work/ROLE.panicked exists if its
 # kernel panicked.
 pair() {
-	rm -rf "$work/shared" "$work"/[ab].*
+	rm -rf "$work/shared" "$work"/[ab].* "$work/peer-stopped"
 	mkdir -p "$work/shared"
 	chmod 0777 "$work/shared"
 	local started= port
@@ -121,9 +141,19 @@ pair() {
 	[[ -n $started ]] || { echo "two-host: VM a never listened on 127.0.0.1" >&2; exit 125; }
 	vm b connect "$port" "$addr_b" "$addr_a" "$@" &
 	pids+=($!)
-	# a's command ending ends the run. A b that powered itself off on request
-	# is off for the test from then on; its kernel may still hang on the way
-	# down (6.1 once spun in ksoftirqd until the timeout, 900 s): stop its qemu.
+	# a's command ending ends the run. Until then, a VM whose kernel panicked
+	# stops its peer: the peer's tests can only fail or wait on a dead link
+	# until their own timeout (go test's -test.timeout, 12 minutes in make
+	# faults), and the run is decided, or run again, by the panic alone.
+	while [[ ! -f $work/a.rc ]] && kill -0 "${pids[0]}" 2>/dev/null; do
+		sleep 1
+		stop_peer_of_panicked
+	done
+	# Once more: a's panic mark and its status can both appear in one sleep.
+	stop_peer_of_panicked
+	# A b that powered itself off on request is off for the test from then
+	# on; its kernel may still hang on the way down (6.1 once spun in
+	# ksoftirqd until the timeout, 900 s): stop its qemu.
 	wait "${pids[0]}" || true
 	if [[ -f $work/shared/b.poweroff && ! -f $work/b.rc && -f $work/b.pid ]]; then
 		echo "two-host: a is done and b powered itself off on request: stopping b's VM" >&2
