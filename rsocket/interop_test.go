@@ -171,13 +171,19 @@ func checkCPeer(t *testing.T, c *rsocket.Conn, half uint32) {
 	}
 }
 
-// expectEOF reads until the C peer's disconnect: io.EOF, not a reset.
-func expectEOF(t *testing.T, c *rsocket.Conn) {
+// expectEOF reads until the C peer's disconnect: io.EOF, not a reset. It
+// returns w's evidence instead of failing when siw's stall (watchSiw) ended
+// the wait.
+func expectEOF(t *testing.T, c *rsocket.Conn, w *proc.StallWatch) string {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(time.Minute))
 	if n, err := c.Read(make([]byte, 16)); n != 0 || err != io.EOF {
+		if why := stalled(w); why != "" {
+			return why
+		}
 		t.Errorf("after the test: read %d, %v; want io.EOF", n, err)
 	}
+	return ""
 }
 
 func rstreamPath(t *testing.T) string {
@@ -248,47 +254,70 @@ func TestInteropGoClientCServer(t *testing.T) {
 	addr := testutil.Addr(t)
 	for _, tc := range interopCases {
 		t.Run(tc.name, func(t *testing.T) {
-			var srv *proc.Proc
-			var c *rsocket.Conn
-			for try := 1; c == nil; try++ {
-				port := testutil.Port()
-				args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
-				var err error
-				if srv, err = proc.Start(t, "C rstream server", args, nil, 4*time.Minute); err != nil {
-					t.Fatal(err)
-				}
-				if c = dialCOrSiw(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)), tc.opts...); c == nil {
-					// The C server holds the failed connection as
-					// its own: a new server, on a new port.
-					srv.Cmd.Process.Kill()
-					srv.Wait()
-					if try == proc.MaxRuns {
-						t.Fatalf("siw, attempt %d: the connect failed with CONNECT_ERROR -22 every time", try)
-					}
-					t.Logf("siw, attempt %d: CONNECT_ERROR -22 (C's server sent first); running the case again (docs/providers.md, siw: who sends first)", try)
-				}
-			}
-			// 64B: C reads the first 250 messages, runs dry and polls
-			// (granting credits, with no buffer half free: a
-			// credit-only update) before the rest come.
-			pause := -1
-			if tc.size == 64 {
-				pause = 250
-			}
-			if err := rstreamPaced(c, true, tc.size, tc.count, tc.iters, pause); err != nil {
-				t.Fatalf("Go client: %v\n%v", err, srv)
-			}
-			expectEOF(t, c)
-			if err := srv.Wait(); err != nil {
-				t.Fatalf("C server: %v", srv)
-			}
-			checkRstreamOutput(t, srv, tc.size, tc.count, tc.iters)
-			checkCPeer(t, c, tc.cHalf())
-			if tc.size == 64 && rsocket.Stats(c).SGLCredit == 0 {
-				t.Errorf("no credit-only update from C after %d small messages", tc.count)
-			}
+			siwRetry(t, func(t *testing.T) string { return goClientCServer(t, bin, addr, tc) })
 		})
 	}
+}
+
+// goClientCServer runs one case of TestInteropGoClientCServer. It returns
+// the evidence when it failed in siw's stall (watchSiw), else "".
+func goClientCServer(t *testing.T, bin, addr string, tc interopCase) (why string) {
+	var srv *proc.Proc
+	var c *rsocket.Conn
+	var port int
+	for try := 1; c == nil; try++ {
+		port = testutil.Port()
+		args := append([]string{bin, "-b", addr, "-p", strconv.Itoa(port)}, tc.cArgs()...)
+		var err error
+		if srv, err = proc.Start(t, "C rstream server", args, nil, 4*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if c = dialCOrSiw(t, srv, net.JoinHostPort(addr, strconv.Itoa(port)), tc.opts...); c == nil {
+			// The C server holds the failed connection as its own: a
+			// new server, on a new port.
+			srv.Cmd.Process.Kill()
+			srv.Wait()
+			if try == proc.MaxRuns {
+				t.Fatalf("siw, attempt %d: the connect failed with CONNECT_ERROR -22 every time", try)
+			}
+			t.Logf("siw, attempt %d: CONNECT_ERROR -22 (C's server sent first); running the case again (docs/providers.md, siw: who sends first)", try)
+		}
+	}
+	w := watchSiw(t, port, srv)
+	defer stopWatch(w)
+	defer func() {
+		if why != "" {
+			c.Close() // now, not at the end of the test (dialCOrSiw's cleanup)
+		}
+	}()
+	// 64B: C reads the first 250 messages, runs dry and polls (granting
+	// credits, with no buffer half free: a credit-only update) before
+	// the rest come.
+	pause := -1
+	if tc.size == 64 {
+		pause = 250
+	}
+	if err := rstreamPaced(c, true, tc.size, tc.count, tc.iters, pause); err != nil {
+		if why := stalled(w); why != "" {
+			return why
+		}
+		t.Fatalf("Go client: %v\n%v", err, srv)
+	}
+	if why := expectEOF(t, c, w); why != "" {
+		return why
+	}
+	if err := srv.Wait(); err != nil {
+		if why := stalled(w); why != "" {
+			return why
+		}
+		t.Fatalf("C server: %v", srv)
+	}
+	checkRstreamOutput(t, srv, tc.size, tc.count, tc.iters)
+	checkCPeer(t, c, tc.cHalf())
+	if tc.size == 64 && rsocket.Stats(c).SGLCredit == 0 {
+		t.Errorf("no credit-only update from C after %d small messages", tc.count)
+	}
+	return ""
 }
 
 func TestInteropCClientGoServer(t *testing.T) {
@@ -296,45 +325,108 @@ func TestInteropCClientGoServer(t *testing.T) {
 	addr := testutil.Addr(t)
 	for _, tc := range interopCases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := listen(t, tc.opts...)
-			port := l.Addr().(*rsocket.Addr).Port()
-			args := append([]string{bin, "-s", addr, "-p", strconv.Itoa(int(port))}, tc.cArgs()...)
-			cli, err := proc.Start(t, "C rstream client", args, nil, 4*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			go func() { // a client that dies ends the wait
-				select {
-				case <-cli.Done():
-					time.Sleep(5 * time.Second)
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
-			c, err := l.AcceptContext(ctx)
-			if err != nil {
-				t.Fatalf("accept: %v\n%v", err, cli)
-			}
-			defer c.Close()
-			if err := rstreamSide(c, false, tc.size, tc.count, tc.iters); err != nil {
-				t.Fatalf("Go server: %v\n%v", err, cli)
-			}
-			expectEOF(t, c)
-			if err := cli.Wait(); err != nil {
-				t.Fatalf("C client: %v", cli)
-			}
-			checkRstreamOutput(t, cli, tc.size, tc.count, tc.iters)
-			checkCPeer(t, c, tc.cHalf())
-			// 64B: reading 192 of C's 300 messages (half the credits)
-			// makes this side grant again, with no buffer half to
-			// publish: a zero-length WRITE WITH IMM with no address or
-			// key, which C's device must take.
-			if _, credit, _ := rsocket.Sent(c); tc.size == 64 && credit == 0 {
-				t.Errorf("no credit-only update sent to C after %d small messages", tc.count)
-			}
+			siwRetry(t, func(t *testing.T) string { return cClientGoServer(t, bin, addr, tc) })
 		})
+	}
+}
+
+// cClientGoServer runs one case of TestInteropCClientGoServer. It returns
+// the evidence when it failed in siw's stall (watchSiw), else "".
+func cClientGoServer(t *testing.T, bin, addr string, tc interopCase) string {
+	l := listen(t, tc.opts...)
+	port := l.Addr().(*rsocket.Addr).Port()
+	args := append([]string{bin, "-s", addr, "-p", strconv.Itoa(int(port))}, tc.cArgs()...)
+	cli, err := proc.Start(t, "C rstream client", args, nil, 4*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchSiw(t, int(port), cli)
+	defer stopWatch(w)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() { // a client that dies ends the wait
+		select {
+		case <-cli.Done():
+			time.Sleep(5 * time.Second)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c, err := l.AcceptContext(ctx)
+	if err != nil {
+		if why := stalled(w); why != "" {
+			return why
+		}
+		t.Fatalf("accept: %v\n%v", err, cli)
+	}
+	defer c.Close()
+	if err := rstreamSide(c, false, tc.size, tc.count, tc.iters); err != nil {
+		if why := stalled(w); why != "" {
+			return why
+		}
+		t.Fatalf("Go server: %v\n%v", err, cli)
+	}
+	if why := expectEOF(t, c, w); why != "" {
+		return why
+	}
+	if err := cli.Wait(); err != nil {
+		if why := stalled(w); why != "" {
+			return why
+		}
+		t.Fatalf("C client: %v", cli)
+	}
+	checkRstreamOutput(t, cli, tc.size, tc.count, tc.iters)
+	checkCPeer(t, c, tc.cHalf())
+	// 64B: reading 192 of C's 300 messages (half the credits) makes this
+	// side grant again, with no buffer half to publish: a zero-length
+	// WRITE WITH IMM with no address or key, which C's device must take.
+	if _, credit, _ := rsocket.Sent(c); tc.size == 64 && credit == 0 {
+		t.Errorf("no credit-only update sent to C after %d small messages", tc.count)
+	}
+	return ""
+}
+
+// watchSiw watches a pair of this process and a C rsocket peer on iWARP
+// for siw's stall (proc.WatchSiw: bytes left unread in a socket of the
+// connection on port while both ends wait; docs/providers.md, "siw: who
+// sends first"), and kills the peer when it finds one, which ends this
+// side's wait. nil on other transports. The caller stops it (stopWatch).
+func watchSiw(t *testing.T, port int, peer *proc.Proc) *proc.StallWatch {
+	if testutil.Device(t).NodeType.Transport() != verbs.TransportIWARP {
+		return nil
+	}
+	w := proc.WatchSiw(port, nil, nil)
+	w.Add(peer)
+	return w
+}
+
+// stopWatch stops w (nil: nothing to stop).
+func stopWatch(w *proc.StallWatch) {
+	if w != nil {
+		w.Stop()
+	}
+}
+
+// stalled returns the evidence w found, or "" (also for a nil w).
+func stalled(w *proc.StallWatch) string {
+	if w == nil {
+		return ""
+	}
+	return w.Stalled()
+}
+
+// siwRetry runs a case, and runs it again while it reports siw's stall,
+// at most proc.MaxRuns times in all. Any other failure fails the test.
+func siwRetry(t *testing.T, run func(*testing.T) string) {
+	for try := 1; ; try++ {
+		why := run(t)
+		if why == "" {
+			return
+		}
+		if try == proc.MaxRuns {
+			t.Fatalf("siw, attempt %d: %s, in every run", try, why)
+		}
+		t.Logf("siw, attempt %d: %s; running the case again (docs/providers.md, siw: who sends first)", try, why)
 	}
 }
 
@@ -357,7 +449,7 @@ func TestInteropKeepalive(t *testing.T) {
 	if err := rstreamSide(c, true, tc.size, tc.count, tc.iters); err != nil {
 		t.Fatalf("Go client: %v\n%v", err, srv)
 	}
-	expectEOF(t, c)
+	expectEOF(t, c, nil) // C's keepalives wake siw's receive: no stall to watch for
 	if err := srv.Wait(); err != nil {
 		t.Fatalf("C server: %v", srv)
 	}

@@ -38,7 +38,9 @@ type StallWatch struct {
 
 // WatchSiw starts watching the pair whose server listens on port. check
 // (nil: none), called every second for each client with the server,
-// returns evidence of another of siw's failures, or "".
+// returns evidence of another of siw's failures, or "". A nil server is
+// the test's own process (a Go end in the test binary): only the clients
+// are killed then, which ends the Go end's wait as a dead peer would.
 func WatchSiw(port int, server *Proc, check func(server, client *Proc) string) *StallWatch {
 	w := &StallWatch{port: port, done: make(chan struct{}), procs: []*Proc{server}}
 	w.wg.Add(1)
@@ -73,7 +75,9 @@ func WatchSiw(port int, server *Proc, check func(server, client *Proc) string) *
 				w.mu.Lock()
 				w.evidence = why
 				for _, p := range w.procs {
-					p.Cmd.Process.Kill()
+					if p != nil {
+						p.Cmd.Process.Kill()
+					}
 				}
 				w.mu.Unlock()
 				return
