@@ -315,22 +315,11 @@ func goClientCServer(t *testing.T, bin, addr string, tc interopCase) (why string
 		pause = 250
 	}
 	if err := rstreamPaced(c, true, tc.size, tc.count, tc.iters, pause); err != nil {
-		if why := stalled(w); why != "" {
-			return why
-		}
-		t.Fatalf("Go client: %v\n%v", err, srv)
+		return stalledOr(t, w, "Go client: %v\n%v", err, srv)
 	}
-	if why := expectEOF(t, c, w); why != "" {
+	if why := endCase(t, c, srv, w, tc); why != "" {
 		return why
 	}
-	if err := srv.Wait(); err != nil {
-		if why := stalled(w); why != "" {
-			return why
-		}
-		t.Fatalf("C server: %v", srv)
-	}
-	checkRstreamOutput(t, srv, tc.size, tc.count, tc.iters)
-	checkCPeer(t, c, tc.cHalf())
 	if tc.size == 64 && rsocket.Stats(c).SGLCredit == 0 {
 		t.Errorf("no credit-only update from C after %d small messages", tc.count)
 	}
@@ -371,29 +360,15 @@ func cClientGoServer(t *testing.T, bin, addr string, tc interopCase) string {
 	}()
 	c, err := l.AcceptContext(ctx)
 	if err != nil {
-		if why := stalled(w); why != "" {
-			return why
-		}
-		t.Fatalf("accept: %v\n%v", err, cli)
+		return stalledOr(t, w, "accept: %v\n%v", err, cli)
 	}
 	defer c.Close()
 	if err := rstreamSide(c, false, tc.size, tc.count, tc.iters); err != nil {
-		if why := stalled(w); why != "" {
-			return why
-		}
-		t.Fatalf("Go server: %v\n%v", err, cli)
+		return stalledOr(t, w, "Go server: %v\n%v", err, cli)
 	}
-	if why := expectEOF(t, c, w); why != "" {
+	if why := endCase(t, c, cli, w, tc); why != "" {
 		return why
 	}
-	if err := cli.Wait(); err != nil {
-		if why := stalled(w); why != "" {
-			return why
-		}
-		t.Fatalf("C client: %v", cli)
-	}
-	checkRstreamOutput(t, cli, tc.size, tc.count, tc.iters)
-	checkCPeer(t, c, tc.cHalf())
 	// 64B: reading 192 of C's 300 messages (half the credits) makes this
 	// side grant again, with no buffer half to publish: a zero-length
 	// WRITE WITH IMM with no address or key, which C's device must take.
@@ -422,6 +397,34 @@ func stopWatch(w *proc.StallWatch) {
 	if w != nil {
 		w.Stop()
 	}
+}
+
+// endCase ends a case after its transfer: the C peer's disconnect read as
+// io.EOF, its exit and output checked, and what it sent counted
+// (checkCPeer). It returns w's evidence when siw's stall ended a wait,
+// else "".
+func endCase(t *testing.T, c *rsocket.Conn, peer *proc.Proc, w *proc.StallWatch, tc interopCase) string {
+	t.Helper()
+	if why := expectEOF(t, c, w); why != "" {
+		return why
+	}
+	if err := peer.Wait(); err != nil {
+		return stalledOr(t, w, "the C peer failed: %v", peer)
+	}
+	checkRstreamOutput(t, peer, tc.size, tc.count, tc.iters)
+	checkCPeer(t, c, tc.cHalf())
+	return ""
+}
+
+// stalledOr returns w's evidence when siw's stall explains a failure, and
+// otherwise fails the test with the message.
+func stalledOr(t *testing.T, w *proc.StallWatch, format string, args ...any) string {
+	t.Helper()
+	if why := stalled(w); why != "" {
+		return why
+	}
+	t.Fatalf(format, args...)
+	return ""
 }
 
 // stalled returns the evidence w found, or "" (also for a nil w).
