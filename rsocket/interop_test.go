@@ -178,7 +178,7 @@ func expectEOF(t *testing.T, c *rsocket.Conn, w *proc.StallWatch) string {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(time.Minute))
 	if n, err := c.Read(make([]byte, 16)); n != 0 || err != io.EOF {
-		if why := stalled(w); why != "" {
+		if why := w.Stalled(); why != "" {
 			return why
 		}
 		t.Errorf("after the test: read %d, %v; want io.EOF", n, err)
@@ -278,7 +278,7 @@ func TestInteropGoClientCServer(t *testing.T) {
 
 // goClientCServer runs one case of TestInteropGoClientCServer. It returns
 // the evidence when it failed in siw's stall (watchSiw), else "".
-func goClientCServer(t *testing.T, bin, addr string, tc interopCase) (why string) {
+func goClientCServer(t *testing.T, bin, addr string, tc interopCase) string {
 	var srv *proc.Proc
 	var c *rsocket.Conn
 	var port int
@@ -301,12 +301,8 @@ func goClientCServer(t *testing.T, bin, addr string, tc interopCase) (why string
 		}
 	}
 	w := watchSiw(t, port, srv)
-	defer stopWatch(w)
-	defer func() {
-		if why != "" {
-			c.Close() // now, not at the end of the test (dialCOrSiw's cleanup)
-		}
-	}()
+	defer w.Stop()
+	defer c.Close() // now, not at the end of the test (dialCOrSiw's cleanup)
 	// 64B: C reads the first 250 messages, runs dry and polls (granting
 	// credits, with no buffer half free: a credit-only update) before
 	// the rest come.
@@ -347,7 +343,7 @@ func cClientGoServer(t *testing.T, bin, addr string, tc interopCase) string {
 		t.Fatal(err)
 	}
 	w := watchSiw(t, int(port), cli)
-	defer stopWatch(w)
+	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	go func() { // a client that dies ends the wait
@@ -382,21 +378,14 @@ func cClientGoServer(t *testing.T, bin, addr string, tc interopCase) string {
 // for siw's stall (proc.WatchSiw: bytes left unread in a socket of the
 // connection on port while both ends wait; docs/providers.md, "siw: who
 // sends first"), and kills the peer when it finds one, which ends this
-// side's wait. nil on other transports. The caller stops it (stopWatch).
+// side's wait. nil on other transports. The caller stops it.
 func watchSiw(t *testing.T, port int, peer *proc.Proc) *proc.StallWatch {
 	if testutil.Device(t).NodeType.Transport() != verbs.TransportIWARP {
 		return nil
 	}
-	w := proc.WatchSiw(port, nil, nil)
-	w.Add(peer)
-	return w
-}
-
-// stopWatch stops w (nil: nothing to stop).
-func stopWatch(w *proc.StallWatch) {
-	if w != nil {
-		w.Stop()
-	}
+	// With no check, WatchSiw's server is only one more process to kill:
+	// the C peer, whichever role it has.
+	return proc.WatchSiw(port, peer, nil)
 }
 
 // endCase ends a case after its transfer: the C peer's disconnect read as
@@ -420,19 +409,11 @@ func endCase(t *testing.T, c *rsocket.Conn, peer *proc.Proc, w *proc.StallWatch,
 // otherwise fails the test with the message.
 func stalledOr(t *testing.T, w *proc.StallWatch, format string, args ...any) string {
 	t.Helper()
-	if why := stalled(w); why != "" {
+	if why := w.Stalled(); why != "" {
 		return why
 	}
 	t.Fatalf(format, args...)
 	return ""
-}
-
-// stalled returns the evidence w found, or "" (also for a nil w).
-func stalled(w *proc.StallWatch) string {
-	if w == nil {
-		return ""
-	}
-	return w.Stalled()
 }
 
 // siwRetry runs a case, and runs it again while it reports siw's stall,

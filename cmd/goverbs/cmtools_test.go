@@ -393,14 +393,12 @@ func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []
 	t.Helper()
 	for try := 0; ; try++ {
 		client := cmStart(t, impl, tool, args...)
-		if w != nil {
-			w.Add(client)
-		}
+		w.Add(client)
 		err := cmWaitOK(t, client)
 		out := client.Stdout.String() + client.Stderr.String()
 		notYet := strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error 8") || strings.Contains(out, "RDMA_CM_EVENT_REJECTED, error: 8") ||
 			strings.Contains(out, "RDMA_CM_EVENT_UNREACHABLE")
-		if err != nil && notYet && try < 20 && !server.Exited() && (w == nil || w.Stalled() == "") {
+		if err != nil && notYet && try < 20 && !server.Exited() && w.Stalled() == "" {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
@@ -573,11 +571,8 @@ func TestRpingPersistent(t *testing.T) {
 					w = proc.WatchSiw(port, server, nil)
 				}
 				err := cmRpingPersistent(t, impl, server, common, w)
-				why := ""
-				if w != nil {
-					w.Stop()
-					why = w.Stalled()
-				}
+				w.Stop()
+				why := w.Stalled()
 				if err == nil {
 					return
 				}
@@ -603,9 +598,7 @@ func cmRpingPersistent(t *testing.T, impl string, server *cmProc, common []strin
 	errs := make([]error, 2)
 	for i, cli := range []string{"go", "c"} {
 		p := cmStart(t, cli, "rping", append([]string{"-c", "-C", "4"}, common...)...)
-		if w != nil {
-			w.Add(p)
-		}
+		w.Add(p)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -843,11 +836,8 @@ func cmRpingPeerGone(t *testing.T, addr, srvImpl, cliImpl string, killServer boo
 		for strings.Count(left.Stdout.String(), data) < pings && !victim.Exited() && !left.Exited() && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		why := ""
-		if w != nil {
-			w.Stop()
-			why = w.Stalled()
-		}
+		w.Stop()
+		why := w.Stalled()
 		if why == "" && strings.Count(left.Stdout.String(), data) >= pings {
 			break
 		}

@@ -152,14 +152,10 @@ func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, 
 		defer w.Stop()
 	}
 	client = b.start(t, cli, test, 1, append(args, b.addr)...)
-	if w != nil {
-		w.Add(client)
-	}
+	w.Add(client)
 	watched := func(failure string) (*proc.Proc, *proc.Proc, string, string) {
-		if w != nil {
-			w.Stop()
-			stall = w.Stalled()
-		}
+		w.Stop()
+		stall = w.Stalled()
 		return server, client, failure, stall
 	}
 	if err := client.Wait(); err != nil {

@@ -93,20 +93,15 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 			w = proc.WatchSiw(port, server, nil)
 		}
 		client = rsStart(t, impls[1], tool, cliArgs...)
-		if w != nil {
-			w.Add(client)
-		}
+		w.Add(client)
 		var failure string
 		if err := client.Wait(); err != nil {
 			failure = fmt.Sprintf("client failed: %v\n\nserver %v", client, server)
 		} else if err := server.Wait(); err != nil {
 			failure = fmt.Sprintf("server failed: %v\n\nclient %v", server, client)
 		}
-		why := ""
-		if w != nil {
-			w.Stop()
-			why = w.Stalled()
-		}
+		w.Stop()
+		why := w.Stalled()
 		if failure == "" {
 			return server, client
 		}

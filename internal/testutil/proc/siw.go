@@ -38,9 +38,7 @@ type StallWatch struct {
 
 // WatchSiw starts watching the pair whose server listens on port. check
 // (nil: none), called every second for each client with the server,
-// returns evidence of another of siw's failures, or "". A nil server is
-// the test's own process (a Go end in the test binary): only the clients
-// are killed then, which ends the Go end's wait as a dead peer would.
+// returns evidence of another of siw's failures, or "".
 func WatchSiw(port int, server *Proc, check func(server, client *Proc) string) *StallWatch {
 	w := &StallWatch{port: port, done: make(chan struct{}), procs: []*Proc{server}}
 	w.wg.Add(1)
@@ -75,9 +73,7 @@ func WatchSiw(port int, server *Proc, check func(server, client *Proc) string) *
 				w.mu.Lock()
 				w.evidence = why
 				for _, p := range w.procs {
-					if p != nil {
-						p.Cmd.Process.Kill()
-					}
+					p.Cmd.Process.Kill()
 				}
 				w.mu.Unlock()
 				return
@@ -88,8 +84,11 @@ func WatchSiw(port int, server *Proc, check func(server, client *Proc) string) *
 }
 
 // Add adds a client of the pair (killed at once if the watch has already
-// found a failure).
+// found a failure). A nil watch ignores it.
 func (w *StallWatch) Add(p *Proc) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.evidence != "" {
@@ -98,8 +97,11 @@ func (w *StallWatch) Add(p *Proc) {
 	w.procs = append(w.procs, p)
 }
 
-// Stop ends the watch.
+// Stop ends the watch. A nil watch (none started) has nothing to stop.
 func (w *StallWatch) Stop() {
+	if w == nil {
+		return
+	}
 	select {
 	case <-w.done:
 	default:
@@ -108,8 +110,11 @@ func (w *StallWatch) Stop() {
 	w.wg.Wait()
 }
 
-// Stalled returns the evidence of a failure, or "".
+// Stalled returns the evidence of a failure, or "" (also for a nil watch).
 func (w *StallWatch) Stalled() string {
+	if w == nil {
+		return ""
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.evidence
