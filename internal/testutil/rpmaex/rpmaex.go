@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,9 +140,12 @@ type rpxBed struct {
 }
 
 // cSources are the C peers' sources (rpma/testdata/rpmaex_NAME.c) that
-// hold each example; rpmaex_util.c, their main, goes with each. The
-// example table of util.c names the others' functions weakly, so a peer
-// built from two sources runs its example and refuses the others.
+// hold each example; rpmaex_util.c is their main. The example table of
+// util.c names every example's functions weakly, so a peer built from
+// some of the sources runs their examples and refuses the others. Every
+// test binary builds one peer from all of them (cPeerSources): the same
+// build for all, which testutil.BuildC then makes once per boot of a
+// test-bed guest instead of once per binary.
 var cSources = map[string]string{
 	"01-connection":                            "conn",
 	"02-read-to-volatile":                      "conn",
@@ -164,8 +168,7 @@ var cSources = map[string]string{
 
 func newRPXBed(t *testing.T, example string, withC bool) *rpxBed {
 	t.Helper()
-	src, ok := cSources[example]
-	if !ok {
+	if _, ok := cSources[example]; !ok {
 		t.Fatalf("no example %q", example)
 	}
 	b := &rpxBed{example: example, addr: testutil.Addr(t), iwarp: testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP}
@@ -179,9 +182,23 @@ func newRPXBed(t *testing.T, example string, withC bool) *rpxBed {
 	}
 	dir := filepath.Join(repoRoot(t), "rpma", "testdata")
 	start := time.Now()
-	b.cbin = testutil.BuildC(t, "rpmaex", filepath.Join(dir, "rpmaex_util.c"), filepath.Join(dir, "rpmaex_"+src+".c"))
-	t.Logf("built the C peers in %v", time.Since(start).Round(time.Millisecond))
+	b.cbin = testutil.BuildC(t, "rpmaex", cPeerSources(dir)...)
+	t.Logf("built the C peers (or found this boot's build) in %v", time.Since(start).Round(time.Millisecond))
 	return b
+}
+
+// cPeerSources returns the paths of every C peer source in dir (util.c
+// first, then cSources' files in order of name, each once).
+func cPeerSources(dir string) []string {
+	names := map[string]bool{}
+	for _, s := range cSources {
+		names[s] = true
+	}
+	paths := []string{filepath.Join(dir, "rpmaex_util.c")}
+	for _, s := range slices.Sorted(maps.Keys(names)) {
+		paths = append(paths, filepath.Join(dir, "rpmaex_"+s+".c"))
+	}
+	return paths
 }
 
 // rpxPort returns a port no other run used.
