@@ -194,7 +194,8 @@ func TestRegisterCyclesLeakNothing(t *testing.T) {
 	p := pd(t)
 	base := testutil.Resources(t, dev)
 	fds := testutil.OpenFDs(t)
-	for i := 0; i < 10000; i++ {
+	cycles := testutil.LeakCycles(10000)
+	for i := 0; i < cycles; i++ {
 		m, err := mr.New(p, 4096, mr.LocalWrite|mr.RemoteWrite)
 		if err != nil {
 			t.Fatalf("cycle %d: %v", i, err)
@@ -204,7 +205,7 @@ func TestRegisterCyclesLeakNothing(t *testing.T) {
 		}
 	}
 	if got := testutil.Resources(t, dev); !cmp.Equal(got, base) {
-		t.Errorf("after 10000 cycles: %v, before %v", got, base)
+		t.Errorf("after %d cycles: %v, before %v", cycles, got, base)
 	}
 	if got := testutil.OpenFDs(t); got != fds {
 		t.Errorf("fds %d, before %d", got, fds)

@@ -176,10 +176,7 @@ func TestOpenCloseLeavesNothing(t *testing.T) {
 	warm.Close()
 	baseRes := testutil.Resources(t, dev)
 	baseFDs := testutil.OpenFDs(t)
-	n := 1000
-	if testing.Short() {
-		n = 100
-	}
+	n := testutil.LeakCycles(1000)
 	for i := 0; i < n; i++ {
 		ctx, err := verbs.OpenDevice(dev)
 		if err != nil {
