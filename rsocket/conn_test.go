@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -72,10 +73,13 @@ func pipe(t *testing.T, opts ...rsocket.Option) (c1, c2 *rsocket.Conn) {
 }
 
 // guard fails the test and closes c if it runs longer than d: a hang
-// becomes a failure with the connection torn down.
+// becomes a failure with the connection torn down. It logs the TCP
+// sockets first: on iWARP they are the connection's, and bytes siw left
+// unread in one of them are its stall (docs/providers.md).
 func guard(t *testing.T, d time.Duration, cs ...net.Conn) {
 	tm := time.AfterFunc(d, func() {
-		t.Errorf("test still running after %v: closing the connections", d)
+		t.Errorf("test still running after %v: closing the connections; TCP sockets then:\n%s",
+			d, strings.Join(testutil.TCPSockets(), "\n"))
 		for _, c := range cs {
 			c.Close()
 		}
