@@ -219,7 +219,7 @@ func dialCOrSiw(t *testing.T, srv *proc.Proc, addr string, opts ...rsocket.Optio
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond)
-	refused := 0
+	var redial testutil.Redial
 	for {
 		c, err := rsocket.Dial(ctx, "tcp", addr, opts...)
 		if err == nil {
@@ -229,15 +229,9 @@ func dialCOrSiw(t *testing.T, srv *proc.Proc, addr string, opts ...rsocket.Optio
 		if siwFirstSend(t, err) {
 			return nil
 		}
-		// siw binds a TCP socket to the port rdma_cm chose and connects
-		// from it; rarely the kernel finds that address taken
-		// (docs/providers.md, cause not found yet). The server saw no
-		// request: dial again (a new ID, a new port), twice at most,
-		// with the TCP table logged as evidence, as cmpair does.
-		if siwRefused(t, err) && refused < 2 && !srv.Exited() {
-			refused++
-			t.Logf("siw: CONNECT got EADDRNOTAVAIL (attempt %d): %v; dialing again. TCP sockets after the failure:\n%s",
-				refused, err, strings.Join(testutil.TCPSockets(), "\n"))
+		// siw's rare refusal at CONNECT (testutil.Redial): the server
+		// saw no request, so dial again.
+		if redial.Again(t, siwRefused(t, err) && !srv.Exited(), "siw: Dial's CONNECT", err) {
 			continue
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) || srv.Exited() || ctx.Err() != nil {

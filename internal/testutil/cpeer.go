@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -70,25 +71,35 @@ func buildKey(t testing.TB, cc, name string, args []string) string {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
+	file := func(f string) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("C source: %v", err)
+		}
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	var dirs []string // the sources' directories, whose headers count too
 	for _, a := range args {
 		h.Write([]byte(a))
 		h.Write([]byte{0})
 		if strings.HasPrefix(a, "-") {
 			continue
 		}
-		hdrs, err := filepath.Glob(filepath.Join(filepath.Dir(a), "*.h"))
+		file(a)
+		if d := filepath.Dir(a); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		hdrs, err := filepath.Glob(filepath.Join(d, "*.h"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range append([]string{a}, hdrs...) {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatalf("C source: %v", err)
-			}
-			h.Write([]byte(f))
-			h.Write([]byte{0})
-			h.Write(b)
-			h.Write([]byte{0})
+		for _, f := range hdrs {
+			file(f)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]

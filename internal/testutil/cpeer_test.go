@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -14,7 +15,7 @@ func TestBuildCOncePerBoot(t *testing.T) {
 	src := filepath.Join(dir, "peer.c")
 	write := func(code int) {
 		t.Helper()
-		c := "#include <librpma.h>\nint main(void) { return " + string(rune('0'+code)) + "; }\n"
+		c := "#include <librpma.h>\nint main(void) { return " + strconv.Itoa(code) + "; }\n"
 		if err := os.WriteFile(src, []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,22 +75,18 @@ func connect(t testing.TB, pd *verbs.PD, a, b qp.Options) (*qp.QP, *qp.QP) {
 		}
 		done <- result{q: q, err: id.Accept(ctx, cm.ConnParam{ResponderResources: cm.MaxRDAtomic, InitiatorDepth: cm.MaxRDAtomic})}
 	}()
-	// siw's CONNECT binds a TCP socket to the port rdma_cm chose and
-	// connects from it; rarely the kernel refuses with EADDRNOTAVAIL (the
-	// address found taken; docs/providers.md, cause not found yet). The
-	// server has seen no request then: a new ID, on a new port, tries
-	// again, twice at most, and the TCP table is logged as evidence.
+	// siw's rare refusal at CONNECT (testutil.Redial): the server has
+	// seen no request, and a new ID, on a new port, tries again.
 	var qa *qp.QP
 	var cerr error
-	for attempt := 1; ; attempt++ {
+	var redial testutil.Redial
+	for {
 		var cli *cm.ID
 		cli, qa = client(t, ctx, ch, pd, info.Src, a)
 		_, cerr = cli.Connect(ctx, cm.ConnParam{ResponderResources: cm.MaxRDAtomic, InitiatorDepth: cm.MaxRDAtomic})
-		if cerr == nil || !errors.Is(cerr, unix.EADDRNOTAVAIL) || attempt == 3 {
+		if !redial.Again(t, errors.Is(cerr, unix.EADDRNOTAVAIL), "connect a pair through rdma_cm", cerr) {
 			break
 		}
-		t.Logf("connect a pair through rdma_cm, attempt %d: %v; again from a new ID. TCP sockets after the failure:\n%s",
-			attempt, cerr, strings.Join(testutil.TCPSockets(), "\n"))
 		cli.Close()
 	}
 	if cerr != nil {

@@ -190,12 +190,8 @@ func newRPXBed(t *testing.T, example string, withC bool) *rpxBed {
 // cPeerSources returns the paths of every C peer source in dir (util.c
 // first, then cSources' files in order of name, each once).
 func cPeerSources(dir string) []string {
-	names := map[string]bool{}
-	for _, s := range cSources {
-		names[s] = true
-	}
 	paths := []string{filepath.Join(dir, "rpmaex_util.c")}
-	for _, s := range slices.Sorted(maps.Keys(names)) {
+	for _, s := range slices.Compact(slices.Sorted(maps.Values(cSources))) {
 		paths = append(paths, filepath.Join(dir, "rpmaex_"+s+".c"))
 	}
 	return paths
@@ -287,14 +283,11 @@ func (b *rpxBed) waitListening(t *testing.T, srv *proc.Proc, port int) {
 // runClient runs a client to its end, again while it is rejected because
 // the server does not listen yet.
 //
-// On iWARP it also runs the client again, twice at most, when the
-// kernel refused its CONNECT with EADDRNOTAVAIL: siw binds a TCP socket
-// to the port rdma_cm chose and connects from it, and rarely the kernel
-// finds that address taken (docs/providers.md, cause not found yet; not
-// TIME_WAIT). No request reached the server then, and a new client has
-// a new port. The TCP table is logged as evidence, as cmpair does.
+// On iWARP it also runs the client again when the kernel refused its
+// CONNECT with EADDRNOTAVAIL (siw's rare refusal, testutil.Redial): no
+// request reached the server then, and a new client has a new port.
 func (b *rpxBed) runClient(t *testing.T, srv *proc.Proc, impl, example string, port int, args ...string) (*proc.Proc, error) {
-	refused := 0
+	var redial testutil.Redial
 	for try := 1; ; try++ {
 		c, err := b.tryStart(t, impl, example, "client", port, args...)
 		if err != nil {
@@ -305,11 +298,9 @@ func (b *rpxBed) runClient(t *testing.T, srv *proc.Proc, impl, example string, p
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
-		if err != nil && b.iwarp && refused < 2 && !srv.Exited() &&
-			strings.Contains(strings.ToLower(c.Stderr.String()), "cannot assign requested address") {
-			refused++
-			t.Logf("siw: %s's CONNECT got EADDRNOTAVAIL (attempt %d); running it again. TCP sockets after the failure:\n%s\n%v",
-				c.Name, refused, strings.Join(testutil.TCPSockets(), "\n"), c)
+		refused := err != nil && b.iwarp && !srv.Exited() &&
+			strings.Contains(strings.ToLower(c.Stderr.String()), "cannot assign requested address")
+		if redial.Again(t, refused, "siw: "+c.Name+"'s CONNECT", c) {
 			continue
 		}
 		return c, err
