@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -79,7 +78,7 @@ func pipe(t *testing.T, opts ...rsocket.Option) (c1, c2 *rsocket.Conn) {
 func guard(t *testing.T, d time.Duration, cs ...net.Conn) {
 	tm := time.AfterFunc(d, func() {
 		t.Errorf("test still running after %v: closing the connections; TCP sockets then:\n%s",
-			d, strings.Join(testutil.TCPSockets(), "\n"))
+			d, testutil.TCPTable())
 		for _, c := range cs {
 			c.Close()
 		}

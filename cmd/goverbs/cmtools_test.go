@@ -408,7 +408,7 @@ func cmRunClientWatched(t *testing.T, server *cmProc, tool, impl string, args []
 			// socket holding the 4-tuple would show.
 			tcp := ""
 			if strings.Contains(strings.ToLower(out), "cannot assign requested address") {
-				tcp = "\n\nTCP sockets after the failure:\n" + strings.Join(testutil.TCPSockets(), "\n")
+				tcp = "\n\nTCP sockets after the failure:\n" + testutil.TCPTable()
 			}
 			server.Cmd.Process.Kill()
 			server.Wait()

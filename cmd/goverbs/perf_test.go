@@ -161,7 +161,7 @@ func (b *perfBed) tryPairWatched(t *testing.T, test perf.Test, srv, cli string, 
 	if err := client.Wait(); err != nil {
 		tcp := ""
 		if w != nil { // what siw's sockets held, before the server goes
-			tcp = "\n\nTCP sockets when the client failed:\n" + strings.Join(testutil.TCPSockets(), "\n")
+			tcp = "\n\nTCP sockets when the client failed:\n" + testutil.TCPTable()
 		}
 		server.Cmd.Process.Kill()
 		server.Wait()

@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -33,6 +32,6 @@ func (r *Redial) Again(t testing.TB, refused bool, what string, detail ...any) b
 	}
 	r.n++
 	t.Logf("%s got EADDRNOTAVAIL (attempt %d); connecting again. TCP sockets after the failure:\n%s\n%s",
-		what, r.n, strings.Join(TCPSockets(), "\n"), fmt.Sprint(detail...))
+		what, r.n, TCPTable(), fmt.Sprint(detail...))
 	return true
 }

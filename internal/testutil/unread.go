@@ -92,6 +92,12 @@ func TCPSockets() []string {
 	return ParseTCPSockets(string(b))
 }
 
+// TCPTable is TCPSockets as one line per socket, the form a failing test
+// logs.
+func TCPTable() string {
+	return strings.Join(TCPSockets(), "\n")
+}
+
 // ParseTCPSockets is TCPSockets on the text of /proc/net/tcp.
 func ParseTCPSockets(procNetTCP string) []string {
 	var out []string
