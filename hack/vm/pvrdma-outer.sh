@@ -28,6 +28,11 @@
 # netdev has ipv6=off, so no third (fec0) GID appears that rdmacm-mux would
 # refuse as a duplicate.
 #
+# GOVERBS_VM_INNER_APPEND (exported to this guest by run.sh, as every
+# GOVERBS_ variable is) adds words to the inner kernel's command line: say
+# "clocksource=tsc tsc=reliable", to measure the inner guest on the TSC
+# instead of the HPET its kernel picks under TCG.
+#
 # Exit status: the command's, or 125 if the inner guest failed before it
 # reported one (setup error, panic, timeout).
 set -euo pipefail
@@ -125,7 +130,7 @@ qemu=(
 	-object memory-backend-ram,id=mb1,size=1G,share=on -numa node,memdev=mb1
 	-nographic -nodefaults -no-user-config -no-reboot
 	-kernel "$(qpath "$kernel")" -initrd "$(qpath "$initrd")"
-	-append "console=ttyS0 panic=-1 oops=panic no_timer_check quiet"
+	-append "console=ttyS0 panic=-1 oops=panic no_timer_check quiet${GOVERBS_VM_INNER_APPEND:+ $GOVERBS_VM_INNER_APPEND}"
 	-chardev "file,id=klog,path=$(qpath "$inner/kernel.log")" -serial chardev:klog
 	-chardev "stdio,id=out,signal=off" -serial chardev:out
 	-monitor none

@@ -45,7 +45,8 @@
 # kept at .cache/vm/last-pvrdma-inner-kernel.log.
 # GOVERBS_VM_APPEND adds words to the guest kernel's command line (say
 # "clocksource=tsc tsc=reliable", to compare a measurement with the
-# clocksource the kernel picks itself); not passed to pvrdma's inner guest.
+# clocksource the kernel picks itself); not passed to pvrdma's inner guest,
+# whose command line takes GOVERBS_VM_INNER_APPEND (pvrdma-outer.sh).
 # GOVERBS_VM_PANIC_MARK=FILE: run.sh creates FILE when the guest's kernel
 # panicked before CMD reported its status (hack/vm/two-host.sh uses it).
 # GOVERBS_VM_LOCK=FILE makes VMs share a lock file: each run holds it shared,
