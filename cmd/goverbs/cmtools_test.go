@@ -319,7 +319,7 @@ func cmPair(t *testing.T, tool, ps string, port int, srvImpl, cliImpl string, sr
 		if err == nil {
 			err = cmWaitOK(t, server)
 			if err != nil {
-				err = fmt.Errorf("server failed: %v\n\nclient %v", server, client)
+				err = errors.New(proc.ServerFailed(server, client))
 			}
 		}
 		why := ""

@@ -213,7 +213,7 @@ func (b *ppBed) pair(t *testing.T, typ, srv, cli string, args ...string) (server
 		break
 	}
 	if err := server.Wait(); err != nil {
-		t.Fatalf("server failed: %v\n\nclient %v", server, client)
+		t.Fatal(proc.ServerFailed(server, client))
 	}
 	return server, client
 }

@@ -98,7 +98,7 @@ func rsRun(t *testing.T, tool string, port int, impls [2]string, srvArgs, cliArg
 		if err := client.Wait(); err != nil {
 			failure = fmt.Sprintf("client failed: %v\n\nserver %v", client, server)
 		} else if err := server.Wait(); err != nil {
-			failure = fmt.Sprintf("server failed: %v\n\nclient %v", server, client)
+			failure = proc.ServerFailed(server, client)
 		}
 		w.Stop()
 		why := w.Stalled()

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ type Proc struct {
 	err            error
 	goProgram      bool               // this binary, which prints its stacks on SIGQUIT
 	stop           context.CancelFunc // ends the process as the guard does
+	guardStacks    string             // its threads' kernel stacks when the guard (or stop) ended it
 }
 
 // isSelf reports whether argv runs this binary, directly or through
@@ -58,12 +60,21 @@ func Start(t testing.TB, name string, argv, env []string, guard time.Duration) (
 	p.Cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
-	if p.goProgram = isSelf(argv); p.goProgram {
-		// The program is this binary, a Go program: when the guard
-		// expires, SIGQUIT makes it print every goroutine's stack to its
-		// stderr (kept in the failure message), the evidence of where it
-		// hung; SIGKILL follows if it has not exited 5 s later.
-		p.Cmd.Cancel = func() error { return p.Cmd.Process.Signal(syscall.SIGQUIT) }
+	p.goProgram = isSelf(argv)
+	// When the guard expires, where each thread was in the kernel is kept
+	// for String, the evidence of a hang in a system call. For this
+	// binary, a Go program, SIGQUIT then makes it print every goroutine's
+	// stack to its stderr (kept in the failure message), the evidence of
+	// where it hung in Go; SIGKILL follows if it has not exited 5 s later.
+	// Any other program is killed.
+	p.Cmd.Cancel = func() error {
+		p.guardStacks = p.KernelStacks()
+		if p.goProgram {
+			return p.Cmd.Process.Signal(syscall.SIGQUIT)
+		}
+		return p.Cmd.Process.Kill()
+	}
+	if p.goProgram {
 		p.Cmd.WaitDelay = 5 * time.Second
 	}
 	if err := p.Cmd.Start(); err != nil {
@@ -121,14 +132,51 @@ func (p *Proc) Status() int {
 }
 
 // String is what a failure message shows of the process: its name, pid,
-// error, standard output and standard error.
+// error, standard output and standard error. For a process the guard
+// ended, the standard error's goroutine stacks come without the register
+// dump that follows them (the signalled thread's, which says nothing of
+// the hang), and then the kernel stacks of its threads at the guard.
 func (p *Proc) String() string {
 	status := "still running"
-	if p.Exited() { // p.err is written before done closes
+	stderr, guard := p.Stderr.String(), ""
+	if p.Exited() { // p.err and guardStacks are written before done closes
 		status = fmt.Sprint(p.err)
+		if p.guardStacks != "" {
+			status += " (ended by its guard)"
+			stderr = dropRegisters(stderr)
+			guard = "--- kernel stacks at the guard:\n" + p.guardStacks
+		}
 	}
-	return fmt.Sprintf("%s (pid %d): %s\n--- stdout:\n%s--- stderr:\n%s", p.Name, p.Cmd.Process.Pid, status,
-		p.Stdout.String(), p.Stderr.String())
+	return fmt.Sprintf("%s (pid %d): %s\n--- stdout:\n%s--- stderr:\n%s%s", p.Name, p.Cmd.Process.Pid, status,
+		p.Stdout.String(), stderr, guard)
+}
+
+// Guarded reports whether the guard (or WaitReady) ended the process.
+func (p *Proc) Guarded() bool {
+	return p.Exited() && p.guardStacks != ""
+}
+
+// registerRE matches a line of the register dump a Go program prints
+// after its goroutines on SIGQUIT ("rax    0x1", "rflags 0x206").
+var registerRE = regexp.MustCompile(`^(r[a-z0-9]{1,5}|[a-z]?[cdefgs]s|pc|sp|lr|fault|x[0-9]{1,2}|pstate)\s+0x[0-9a-f]+$`)
+
+// dropRegisters removes the register dump lines from a Go program's
+// SIGQUIT output.
+func dropRegisters(s string) string {
+	lines := strings.SplitAfter(s, "\n")
+	out := lines[:0]
+	dropped := 0
+	for _, l := range lines {
+		if registerRE.MatchString(strings.TrimSpace(l)) {
+			dropped++
+			continue
+		}
+		out = append(out, l)
+	}
+	if dropped == 0 {
+		return s
+	}
+	return strings.Join(out, "") + fmt.Sprintf("(%d register lines dropped)\n", dropped)
 }
 
 // WaitReady polls ready every 20 ms until it reports true, and returns
@@ -145,10 +193,9 @@ func (p *Proc) WaitReady(what string, within time.Duration, ready func() bool) (
 			return time.Since(start), fmt.Errorf("%s: exited first: %v", what, p)
 		}
 		if time.Since(start) > within {
-			stacks := p.KernelStacks()
-			p.stop() // as the guard's expiry: SIGQUIT first for a Go program
+			p.stop() // as the guard's expiry: kernel stacks kept, SIGQUIT first for a Go program
 			<-p.done
-			return time.Since(start), fmt.Errorf("%s: not after %v: %v\n--- kernel stacks then:\n%s", what, within, p, stacks)
+			return time.Since(start), fmt.Errorf("%s: not after %v: %v", what, within, p)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -265,4 +312,16 @@ func TCPListening(port int) bool {
 		}
 	}
 	return false
+}
+
+// ServerFailed is the failure message of a server that failed after its
+// client exited: "server failed: " with the server, then the client. A
+// server its guard ended (a hang) comes last instead, after the client,
+// so that its goroutine and kernel stacks end the message, where a
+// summary that keeps a failure's last lines finds them.
+func ServerFailed(server, client *Proc) string {
+	if server.Guarded() {
+		return fmt.Sprintf("server failed: ended by its guard, its output last\n\nclient %v\n\nserver %v", client, server)
+	}
+	return fmt.Sprintf("server failed: %v\n\nclient %v", server, client)
 }

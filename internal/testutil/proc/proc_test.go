@@ -65,7 +65,7 @@ func TestWaitReadyTimeout(t *testing.T) {
 	if err == nil {
 		t.Fatal("WaitReady = nil, want a timeout")
 	}
-	for _, want := range []string{"never: not after 100ms", "--- kernel stacks then:"} {
+	for _, want := range []string{"never: not after 100ms", "(ended by its guard)", "--- kernel stacks at the guard:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -96,10 +96,64 @@ func TestWaitReadyGoStacks(t *testing.T) {
 	if err == nil {
 		t.Fatal("WaitReady = nil, want a timeout")
 	}
-	for _, want := range []string{"SIGQUIT", "goroutine ", "time.Sleep"} {
+	for _, want := range []string{"SIGQUIT", "goroutine ", "time.Sleep", "register lines dropped", "--- kernel stacks at the guard:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+	if regexp.MustCompile(`(?m)^(rip|pc)\s+0x`).MatchString(err.Error()) {
+		t.Errorf("error holds the register dump:\n%v", err)
+	}
+}
+
+// The guard's expiry ends a hung program, and String then says so and
+// shows where its threads were in the kernel.
+func TestGuardExpiry(t *testing.T) {
+	p, err := Start(t, "sleep", []string{"sleep", "60"}, nil, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Wait() == nil {
+		t.Fatal("Wait = nil, want the guard's kill")
+	}
+	if !p.Guarded() {
+		t.Error("Guarded = false after the guard ended the process")
+	}
+	s := p.String()
+	for _, want := range []string{"(ended by its guard)", "--- kernel stacks at the guard:\nthread "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("String lacks %q:\n%s", want, s)
+		}
+	}
+	q, err := Start(t, "true", []string{"true"}, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Wait(); err != nil || q.Guarded() || strings.Contains(q.String(), "guard") {
+		t.Errorf("a program that exited by itself: Wait = %v, Guarded = %v, String:\n%s", err, q.Guarded(), q)
+	}
+	// The hung server's stacks end the message; otherwise the server
+	// comes first.
+	if m := ServerFailed(p, q); !strings.HasPrefix(m, "server failed: ended by its guard") || !strings.HasSuffix(m, p.String()) {
+		t.Errorf("ServerFailed(guarded server, client):\n%s", m)
+	}
+	if m := ServerFailed(q, p); !strings.HasPrefix(m, "server failed: "+q.String()) || !strings.HasSuffix(m, "client "+p.String()) {
+		t.Errorf("ServerFailed(server, guarded client):\n%s", m)
+	}
+}
+
+func TestDropRegisters(t *testing.T) {
+	in := "goroutine 1 [running]:\nmain.main()\n\t/x/main.go:5 +0x1d\n\nrax    0x1\nrflags 0x206\ncs     0x33\nfs     0x0\n"
+	want := "goroutine 1 [running]:\nmain.main()\n\t/x/main.go:5 +0x1d\n\n(4 register lines dropped)\n"
+	if got := dropRegisters(in); got != want {
+		t.Errorf("dropRegisters:\n%q\nwant\n%q", got, want)
+	}
+	arm := "r0      0x4\nlr      0x1\nsp      0x2\npc      0x3\nfault   0x0\n"
+	if got := dropRegisters(arm); got != "(5 register lines dropped)\n" {
+		t.Errorf("dropRegisters(arm64 dump) = %q", got)
+	}
+	if s := "no dump here\n"; dropRegisters(s) != s {
+		t.Errorf("dropRegisters changed %q", s)
 	}
 }
 
