@@ -41,7 +41,7 @@ type pipeMessenger struct {
 	mu      *sync.Mutex
 }
 
-func (m pipeMessenger) sendMsg(ctx context.Context, b []byte) error {
+func (m pipeMessenger) sendMsg(ctx context.Context, b []byte, last bool) error {
 	if len(b) > DestCMSize {
 		return fmt.Errorf("a %d-byte message overflows the peer's receive", len(b))
 	}

@@ -61,7 +61,9 @@ func Accept(ctx context.Context, l net.Listener) (*Conn, error) {
 // of exactly its bytes, each read one message of exactly the size the
 // reader expects (perftest's rdma_cm exchange).
 type messenger interface {
-	sendMsg(ctx context.Context, b []byte) error
+	// sendMsg sends b; last marks the exchange's last message (the
+	// server's answer in Finish), after which the peer leaves.
+	sendMsg(ctx context.Context, b []byte, last bool) error
 	recvMsg(ctx context.Context, b []byte) error
 	close() error
 }
@@ -84,15 +86,21 @@ func (c *Conn) Client() bool { return c.client }
 // exchange sends mine and receives len(rem) bytes of the peer's, in the
 // order of the end's role.
 func (c *Conn) exchange(ctx context.Context, mine, rem []byte) error {
+	return c.exchangeLast(ctx, mine, rem, false)
+}
+
+// exchangeLast is exchange; last marks the exchange's last step, whose
+// server message is the last of all.
+func (c *Conn) exchangeLast(ctx context.Context, mine, rem []byte, last bool) error {
 	if c.msgs != nil {
 		var err error
 		if c.client {
-			if err = c.msgs.sendMsg(ctx, mine); err == nil {
+			if err = c.msgs.sendMsg(ctx, mine, false); err == nil {
 				err = c.msgs.recvMsg(ctx, rem)
 			}
 		} else {
 			if err = c.msgs.recvMsg(ctx, rem); err == nil {
-				err = c.msgs.sendMsg(ctx, mine)
+				err = c.msgs.sendMsg(ctx, mine, last)
 			}
 		}
 		if err != nil {
@@ -190,9 +198,14 @@ func (c *Conn) MTU(ctx context.Context, mtu int) (int, error) {
 // index is in use, which is always on Ethernet (RoCE). Over rdma_cm the
 // message is struct pingpong_dest itself (MarshalDestCM), GID included.
 func (c *Conn) HandShake(ctx context.Context, my Dest, withGID bool) (Dest, error) {
+	return c.handShake(ctx, my, withGID, false)
+}
+
+// handShake is HandShake; last marks Finish's, the exchange's last step.
+func (c *Conn) handShake(ctx context.Context, my Dest, withGID, last bool) (Dest, error) {
 	if c.msgs != nil {
 		rem := make([]byte, DestCMSize)
-		if err := c.exchange(ctx, MarshalDestCM(my), rem); err != nil {
+		if err := c.exchangeLast(ctx, MarshalDestCM(my), rem, last); err != nil {
 			return Dest{}, err
 		}
 		return ParseDestCM(rem)
@@ -264,9 +277,12 @@ func (c *Conn) ExchangeBWReports(ctx context.Context, my BWReport) (BWReport, er
 
 // Finish is ctx_close_connection: a last handshake, then "done", then the
 // socket is closed. The peer's "done" is never read, as in C. Over
-// rdma_cm it is the handshake alone; Close ends the connection.
+// rdma_cm it is the handshake alone; Close ends the connection. The
+// server's message in it is the exchange's last, and the client leaves
+// once it has it: a server whose SEND is still unacknowledged when the
+// client disconnects takes it as delivered (see cmMessenger.sendMsg).
 func (c *Conn) Finish(ctx context.Context, my Dest, withGID bool) error {
-	if _, err := c.HandShake(ctx, my, withGID); err != nil {
+	if _, err := c.handShake(ctx, my, withGID, true); err != nil {
 		return err
 	}
 	if c.msgs != nil {
