@@ -69,6 +69,14 @@ for h in "${headers[@]}"; do
 done
 command -v gcc >/dev/null || { echo "mkabi: gcc is needed at generation time (cgo -godefs)" >&2; exit 1; }
 hdigest=$( (cd "$inc/rdma" && digest "${headers[@]}"))
+# The generated files name the headers package they came from. A Debian
+# rebuild of the series (6.12.117 to 6.12.118, say) serves the same RDMA
+# headers under a new name: -check then names the pinned package, so that
+# only a change of the headers themselves changes the files.
+label=${pkg%% *}
+if ((check)) && [[ $hdigest == $(pinned headers) ]]; then
+	label=$(pinned package)
+fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -126,7 +134,7 @@ gen() { # input output
 	# 64-bit QP id user space reads; cgo picks the pointer, user space wants the id.
 	sed -e 's/_Ctype_struct___[0-9]*$/struct {\n\t\t\tRc_odp_caps uint32\n\t\t\tUc_odp_caps uint32\n\t\t\tUd_odp_caps uint32\n\t\t}/' \
 		-e 's/^\([[:space:]]*\)Base_qp[[:space:]]*\*_Ctype_struct_ib_qp$/\1Qp_id uint64/' \
-		-e "s#^// cgo -godefs .*#// mkabi.sh: cgo -godefs $(basename "$1"), UAPI headers of ${pkg%% *}#" \
+		-e "s#^// cgo -godefs .*#// mkabi.sh: cgo -godefs $(basename "$1"), UAPI headers of $label#" \
 		"$2.raw" | gofmt > "$2"
 	rm -f "$2.raw"
 	if grep -n '_Ctype_' "$2"; then echo "mkabi: unresolved C types in $2" >&2; exit 1; fi
