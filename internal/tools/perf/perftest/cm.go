@@ -150,7 +150,7 @@ func (m *cmMessenger) sendMsg(ctx context.Context, b []byte, last bool) error {
 	if last {
 		peer = m.id.Done()
 	}
-	wc, err := m.spinUntil(ctx, m.ep.SendCQ(), peer)
+	wc, err := m.spin(ctx, m.ep.SendCQ(), peer)
 	if errors.Is(err, errPeerGone) {
 		return nil
 	}
@@ -166,7 +166,7 @@ func (m *cmMessenger) sendMsg(ctx context.Context, b []byte, last bool) error {
 // recvMsg is rdma_read_data: the next receive, which must hold len(b)
 // bytes, then the receive posted again.
 func (m *cmMessenger) recvMsg(ctx context.Context, b []byte) error {
-	wc, err := m.spin(ctx, m.ep.RecvCQ())
+	wc, err := m.spin(ctx, m.ep.RecvCQ(), nil)
 	if err != nil {
 		return err
 	}
@@ -180,6 +180,9 @@ func (m *cmMessenger) recvMsg(ctx context.Context, b []byte) error {
 	return m.postRecv()
 }
 
+// errPeerGone ends spin's wait when its peer channel closes.
+var errPeerGone = errors.New("perftest: the peer disconnected")
+
 // spin polls c until it has a completion, as rdma_read_data and
 // rdma_write_data do (ibv_poll_cq in a loop, never a completion event).
 // The busy wait is part of what the peer measures: ib_read_lat's and
@@ -190,16 +193,10 @@ func (m *cmMessenger) recvMsg(ctx context.Context, b []byte) error {
 // about twice as slow (125-143 µs against 63-75), on rxe about three
 // times faster (18 µs against 63). Spinning like perftest keeps a Go
 // end's numbers comparable with the C tool's.
-func (m *cmMessenger) spin(ctx context.Context, c *cq.CQ) (verbs.WorkCompletion, error) {
-	return m.spinUntil(ctx, c, nil)
-}
-
-// errPeerGone ends spinUntil's wait when its peer channel closes.
-var errPeerGone = errors.New("perftest: the peer disconnected")
-
-// spinUntil is spin, which also ends, with errPeerGone, once peer (if not
-// nil) is closed and a last poll finds nothing.
-func (m *cmMessenger) spinUntil(ctx context.Context, c *cq.CQ, peer <-chan struct{}) (verbs.WorkCompletion, error) {
+//
+// The wait also ends, with errPeerGone, once peer (if not nil) is closed
+// and a last poll finds nothing.
+func (m *cmMessenger) spin(ctx context.Context, c *cq.CQ, peer <-chan struct{}) (verbs.WorkCompletion, error) {
 	gone := false
 	for spins := 1; ; spins++ {
 		n, err := c.Poll(m.wc[:])

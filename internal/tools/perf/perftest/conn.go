@@ -84,14 +84,9 @@ func (c *Conn) Close() error {
 func (c *Conn) Client() bool { return c.client }
 
 // exchange sends mine and receives len(rem) bytes of the peer's, in the
-// order of the end's role.
-func (c *Conn) exchange(ctx context.Context, mine, rem []byte) error {
-	return c.exchangeLast(ctx, mine, rem, false)
-}
-
-// exchangeLast is exchange; last marks the exchange's last step, whose
-// server message is the last of all.
-func (c *Conn) exchangeLast(ctx context.Context, mine, rem []byte, last bool) error {
+// order of the end's role. last marks the exchange's last step (Finish),
+// whose server message is the last of all.
+func (c *Conn) exchange(ctx context.Context, mine, rem []byte, last bool) error {
 	if c.msgs != nil {
 		var err error
 		if c.client {
@@ -137,7 +132,7 @@ func (c *Conn) exchangeLast(ctx context.Context, mine, rem []byte, last bool) er
 func (c *Conn) Versions(ctx context.Context) error {
 	var mine, rem [VersionSize]byte
 	copy(mine[:], Version)
-	if err := c.exchange(ctx, mine[:], rem[:]); err != nil {
+	if err := c.exchange(ctx, mine[:], rem[:], false); err != nil {
 		return err
 	}
 	v, err := ParseVersion(rem[:])
@@ -158,7 +153,7 @@ func (c *Conn) SysData(ctx context.Context, cycleBuffer, cacheLine int) (int, in
 	for i := range got {
 		var mine, rem [4]byte
 		binary.BigEndian.PutUint32(mine[:], uint32(int32(got[i])))
-		if err := c.exchange(ctx, mine[:], rem[:]); err != nil {
+		if err := c.exchange(ctx, mine[:], rem[:], false); err != nil {
 			return 0, 0, err
 		}
 		if r := int(int32(binary.BigEndian.Uint32(rem[:]))); r > got[i] {
@@ -177,7 +172,7 @@ func (c *Conn) SysData(ctx context.Context, cycleBuffer, cacheLine int) (int, in
 func (c *Conn) MTU(ctx context.Context, mtu int) (int, error) {
 	var mine, rem [mtuSize]byte
 	copy(mine[:], strconv.Itoa(mtu))
-	if err := c.exchange(ctx, mine[:], rem[:]); err != nil {
+	if err := c.exchange(ctx, mine[:], rem[:], false); err != nil {
 		return 0, err
 	}
 	r := 0
@@ -198,14 +193,9 @@ func (c *Conn) MTU(ctx context.Context, mtu int) (int, error) {
 // index is in use, which is always on Ethernet (RoCE). Over rdma_cm the
 // message is struct pingpong_dest itself (MarshalDestCM), GID included.
 func (c *Conn) HandShake(ctx context.Context, my Dest, withGID bool) (Dest, error) {
-	return c.handShake(ctx, my, withGID, false)
-}
-
-// handShake is HandShake; last marks Finish's, the exchange's last step.
-func (c *Conn) handShake(ctx context.Context, my Dest, withGID, last bool) (Dest, error) {
 	if c.msgs != nil {
 		rem := make([]byte, DestCMSize)
-		if err := c.exchangeLast(ctx, MarshalDestCM(my), rem, last); err != nil {
+		if err := c.exchange(ctx, MarshalDestCM(my), rem, false); err != nil {
 			return Dest{}, err
 		}
 		return ParseDestCM(rem)
@@ -215,7 +205,7 @@ func (c *Conn) handShake(ctx context.Context, my Dest, withGID, last bool) (Dest
 		return Dest{}, err
 	}
 	rem := make([]byte, len(mine))
-	if err := c.exchange(ctx, mine, rem); err != nil {
+	if err := c.exchange(ctx, mine, rem, false); err != nil {
 		return Dest{}, err
 	}
 	return ParseDest(rem, withGID)
@@ -243,7 +233,7 @@ func (c *Conn) ExchangeBWReports(ctx context.Context, my BWReport) (BWReport, er
 		} else {
 			binary.BigEndian.PutUint32(mine[:], uint32(v))
 		}
-		if err := c.exchange(ctx, mine[:size], rem[:size]); err != nil {
+		if err := c.exchange(ctx, mine[:size], rem[:size], false); err != nil {
 			return 0, err
 		}
 		if size == 8 {
@@ -282,11 +272,13 @@ func (c *Conn) ExchangeBWReports(ctx context.Context, my BWReport) (BWReport, er
 // once it has it: a server whose SEND is still unacknowledged when the
 // client disconnects takes it as delivered (see cmMessenger.sendMsg).
 func (c *Conn) Finish(ctx context.Context, my Dest, withGID bool) error {
-	if _, err := c.handShake(ctx, my, withGID, true); err != nil {
-		return err
-	}
 	if c.msgs != nil {
-		return nil
+		// The peer's address is not used: C does not read it either.
+		rem := make([]byte, DestCMSize)
+		return c.exchange(ctx, MarshalDestCM(my), rem, true)
+	}
+	if _, err := c.HandShake(ctx, my, withGID); err != nil {
+		return err
 	}
 	if _, err := c.nc.Write([]byte(Done)); err != nil {
 		return fmt.Errorf("perftest: write done: %w", err)
