@@ -48,10 +48,25 @@ func cmtimeCheck(t *testing.T, p *cmProc, bind bool) {
 			t.Errorf("%s: row %q: no connection timed in this step", p.Name, l)
 		}
 	}
+	if p.Impl != "go" && p.Stderr.TrimSuffix(cmtimeExitRace) {
+		t.Logf("%s: rdma-core's cmtime lost its exit race (exit %d; unfixed upstream): %q removed from its stderr",
+			p.Name, p.Status(), strings.TrimSpace(cmtimeExitRace))
+	}
 	if s := p.Stderr.String(); s != "" {
 		t.Errorf("%s: stderr %q", p.Name, s)
 	}
 }
+
+// cmtimeExitRace is what rdma-core's cmtime client prints when it loses
+// its own exit race, the one rping has (cmRpingExitRace): its event
+// thread is still in rdma_get_cm_event when the main thread destroys the
+// event channel at the end of a run, fails with EBADF and prints this
+// (perror) before the process exits with the main thread's status. In
+// rdma-core 44 the thread then returns, so the exit status is not
+// touched; upstream (2025) still has the race and exits 1 there. Seen once
+// in CI on siw, after a run that had printed every row. Ours stops its
+// event goroutine before closing the channel.
+const cmtimeExitRace = "failure in rdma_get_cm_event in process_server_events: Bad file descriptor\n"
 
 // goverbs cmtime against rdma-core's, each side either: the client times
 // -c connections through every step against a server that accepts them.
