@@ -56,7 +56,7 @@ func (m pipeMessenger) sendMsg(ctx context.Context, b []byte, last bool) error {
 	}
 }
 
-func (m pipeMessenger) recvMsg(ctx context.Context, b []byte) error {
+func (m pipeMessenger) recvMsg(ctx context.Context, b []byte, last bool) error {
 	select {
 	case got := <-m.in:
 		if len(got) != len(b) {

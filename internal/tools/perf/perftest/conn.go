@@ -64,7 +64,9 @@ type messenger interface {
 	// sendMsg sends b; last marks the exchange's last message (the
 	// server's answer in Finish), after which the peer leaves.
 	sendMsg(ctx context.Context, b []byte, last bool) error
-	recvMsg(ctx context.Context, b []byte) error
+	// recvMsg receives the next message into b; last marks the
+	// exchange's last message, after which the peer leaves.
+	recvMsg(ctx context.Context, b []byte, last bool) error
 	close() error
 }
 
@@ -91,10 +93,10 @@ func (c *Conn) exchange(ctx context.Context, mine, rem []byte, last bool) error 
 		var err error
 		if c.client {
 			if err = c.msgs.sendMsg(ctx, mine, false); err == nil {
-				err = c.msgs.recvMsg(ctx, rem)
+				err = c.msgs.recvMsg(ctx, rem, last)
 			}
 		} else {
-			if err = c.msgs.recvMsg(ctx, rem); err == nil {
+			if err = c.msgs.recvMsg(ctx, rem, false); err == nil {
 				err = c.msgs.sendMsg(ctx, mine, last)
 			}
 		}

@@ -66,6 +66,46 @@ func TestFinishCMPeerGone(t *testing.T) {
 	}
 }
 
+// The client's end, once it has the exchange's last message, keeps its
+// QP until the server disconnects (cmMessenger.close), so its responder
+// still acknowledges the server's last SEND: the server's Finish sees
+// that SEND complete, and the client's Close returns only after the
+// server's Close (or lingerMax, 5 s, far beyond the 300 ms looked at
+// here).
+func TestFinishCMClientLingers(t *testing.T) {
+	vctx := testutil.Open(t)
+	addr := testutil.Addr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, cli := cmConnPair(t, ctx, vctx, addr)
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Finish(ctx, Dest{QPN: 8}, false) }()
+	if err := cli.Finish(ctx, Dest{QPN: 7}, false); err != nil {
+		t.Fatalf("client's Finish: %v", err)
+	}
+	if err := <-srvErr; err != nil {
+		t.Fatalf("server's Finish: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- cli.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("the client's Close returned (%v) while the server was still connected", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("server's Close: %v", err)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("client's Close: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the client's Close did not return after the server's: %v", ctx.Err())
+	}
+}
+
 // cmConnPair connects a server and a client of the rdma_cm exchange on
 // vctx's device, each on a channel of its own; both close when the test
 // ends.
