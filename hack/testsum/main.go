@@ -21,7 +21,10 @@
 // test-siw uses): the log then has a line beginning "rerun-failed: " and
 // the reruns' output after it. A failed test whose rerun passed is counted
 // and listed as flaky, not failed, with its first run's output; one that
-// failed again is a failure twice over.
+// failed again is a failure twice over. hack/vm/batch.sh runs the entries a
+// guest kernel panic left in new guests after a line beginning
+// "rerun-panicked: ": a package that failed outside any test (its guest
+// died under it) and passed after that line is flaky in the same way.
 //
 // -rerun-plan prints what hack/rerun-failed.sh should run again from a go
 // test -v LOG: one line per failed test, tab-separated: its package, a
@@ -91,6 +94,9 @@ var (
 	// rerunMark begins the line hack/rerun-failed.sh prints before it
 	// runs failed tests again.
 	rerunMark = "rerun-failed: "
+	// panicRerunMark begins the line hack/vm/batch.sh prints before it
+	// runs the entries a guest kernel panic left in new guests.
+	panicRerunMark = "rerun-panicked: "
 	// stageRerunMark begins the line hack/vm/two-host.sh prints before it
 	// runs its command again on both VMs, after a guest kernel panic.
 	stageRerunMark = "rerun-stage: "
@@ -136,12 +142,13 @@ func parse(r io.Reader) (counts, []failure, error) {
 type testKey struct{ pkg, test string }
 
 // parseReruns is parse, and also returns the tests that passed after the
-// log's rerun mark.
+// log's rerun mark, and (test "") the packages that passed after its
+// panicRerunMark.
 func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 	var c counts
 	var fails []failure
 	rerunPassed := map[testKey]bool{}
-	inRerun := false
+	inRerun, inPanicRerun := false, false
 	streams := map[string]*stream{}
 	get := func(label string) *stream {
 		s := streams[label]
@@ -163,6 +170,9 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 		for _, t := range s.passes {
 			rerunPassed[testKey{pkg, t}] = true
 		}
+		if inPanicRerun && !failed {
+			rerunPassed[testKey{pkg, ""}] = true
+		}
 		if failed && !s.sawFail {
 			fails = append(fails, failure{pkg: pkg, output: packageExcerpt(s.pkgBuf)})
 		}
@@ -181,6 +191,9 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 		}
 		if strings.HasPrefix(line, rerunMark) {
 			inRerun = true
+		}
+		if strings.HasPrefix(line, panicRerunMark) {
+			inRerun, inPanicRerun = true, true
 		}
 		if m := exitRE.FindStringSubmatch(line); m != nil && label == "" {
 			if m[2] != "0" {
@@ -290,9 +303,11 @@ func splitStageRerun(r io.Reader) (earlier []string, last string, err error) {
 // others.
 func splitFlaky(c *counts, fails []failure, rerunPassed map[testKey]bool) (failed, flaky []failure) {
 	for _, f := range fails {
-		if f.test != "" && rerunPassed[testKey{f.pkg, f.test}] {
+		if rerunPassed[testKey{f.pkg, f.test}] {
 			flaky = append(flaky, f)
-			c.failed--
+			if f.test != "" { // a package-level failure is not counted
+				c.failed--
+			}
 			continue
 		}
 		failed = append(failed, f)
@@ -303,10 +318,12 @@ func splitFlaky(c *counts, fails []failure, rerunPassed map[testKey]bool) (faile
 // rerunPlan is -rerun-plan: the failed tests of a go test -v log, one
 // per line, package and -run pattern, or why a rerun cannot settle them.
 func rerunPlan(r io.Reader, max int) ([]string, error) {
-	_, fails, err := parse(r)
+	c, fails, rerunPassed, err := parseReruns(r)
 	if err != nil {
 		return nil, err
 	}
+	// What a rerun already settled (hack/vm/batch.sh's, after a panic).
+	fails, _ = splitFlaky(&c, fails, rerunPassed)
 	fails = leaves(fails)
 	switch {
 	case len(fails) == 0:
@@ -506,7 +523,7 @@ func report(w io.Writer, stages []*stage, tail int) (total counts, failedStages 
 		if st.stageRerun {
 			fmt.Fprintf(w, "== %s: %d flaky: a guest kernel panicked, and the stage passed when run again (hack/vm/two-host.sh); the earlier runs' failures:\n", st.name, len(st.flakes))
 		} else {
-			fmt.Fprintf(w, "== %s: %d flaky: failed, then passed when run again (hack/rerun-failed.sh); the first run's output:\n", st.name, len(st.flakes))
+			fmt.Fprintf(w, "== %s: %d flaky: failed, then passed when run again (hack/rerun-failed.sh, or hack/vm/batch.sh after a guest kernel panic); the first run's output:\n", st.name, len(st.flakes))
 		}
 		printFailures(w, st, st.flakes, tail)
 	}

@@ -383,3 +383,85 @@ func TestStageRerun(t *testing.T) {
 		})
 	}
 }
+
+// batchPanicRun is a hack/vm/batch.sh log in which a guest's kernel
+// panicked under example.com/cmd, and that entry and one nobody had taken
+// ran again in a new guest.
+const batchPanicRun = `=== RUN   TestA
+--- PASS: TestA (0.10s)
+PASS
+ok  	example.com/lib	0.2s
+batch: the kernel of guest 1 panicked; its log:
+batch: guest 1: vm: the guest kernel panicked after 81s, before the command reported an exit status (qemu status 0). Kernel log: /x/kernel-crash.log
+=== RUN   TestFirst
+--- PASS: TestFirst (1.00s)
+=== RUN   TestSecond
+batch: the kernel of the guest running example.com/cmd panicked under it
+FAIL	example.com/cmd	0.000s
+rerun-panicked: a guest kernel panicked; the 2 entries left run again in 1 new guests (rerun 1 of at most 2)
+=== RUN   TestFirst
+--- PASS: TestFirst (1.00s)
+=== RUN   TestSecond
+--- PASS: TestSecond (1.00s)
+PASS
+ok  	example.com/cmd	2.0s
+=== RUN   TestB
+--- PASS: TestB (0.10s)
+PASS
+ok  	example.com/other	0.2s
+`
+
+// A package whose guest panicked under it is flaky when its rerun in a new
+// guest passed, and a failure when that failed too; the rerun plan leaves
+// a settled package out.
+func TestBatchPanicRerun(t *testing.T) {
+	dir := t.TempDir()
+	failedAgain := strings.Replace(batchPanicRun, "--- PASS: TestSecond (1.00s)\nPASS\nok  \texample.com/cmd",
+		"    x_test.go:1: broken\n--- FAIL: TestSecond (1.00s)\nFAIL\nFAIL\texample.com/cmd", 1)
+	if failedAgain == batchPanicRun {
+		t.Fatal("failedAgain: no replacement")
+	}
+	for _, tc := range []struct {
+		name           string
+		log            string
+		status         int
+		failed, flaky  int
+		flakes, failes []string
+	}{
+		{"passed", batchPanicRun, 0, 0, 1, []string{"example.com/cmd "}, nil},
+		{"failed again", failedAgain, 1, 1, 0, nil, []string{"example.com/cmd ", "example.com/cmd TestSecond"}},
+	} {
+		log := filepath.Join(dir, "batch.log")
+		if err := os.WriteFile(log, []byte(tc.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st := &stage{name: "integration-6.12", kind: "tests", status: tc.status, log: log}
+		if err := st.load(5); err != nil {
+			t.Fatal(err)
+		}
+		if st.passed != 5-tc.failed || st.failed != tc.failed || st.counts.flaky != tc.flaky {
+			t.Errorf("%s: counts %+v, want %d passed, %d failed, %d flaky", tc.name, st.counts, 5-tc.failed, tc.failed, tc.flaky)
+		}
+		var flaky, failed []string
+		for _, f := range st.flakes {
+			flaky = append(flaky, f.pkg+" "+f.test)
+		}
+		for _, f := range st.failures {
+			failed = append(failed, f.pkg+" "+f.test)
+		}
+		if diff := cmp.Diff(tc.flakes, flaky); diff != "" {
+			t.Errorf("%s: flaky (-want +got):\n%s", tc.name, diff)
+		}
+		if diff := cmp.Diff(tc.failes, failed); diff != "" {
+			t.Errorf("%s: failed (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	// The panicked package's rerun settled it: nothing to run again.
+	if plan, err := rerunPlan(strings.NewReader(batchPanicRun), 3); err == nil {
+		t.Errorf("plan %q for a settled log, want none", plan)
+	}
+	plan, err := rerunPlan(strings.NewReader(failedAgain), 3)
+	if err == nil {
+		t.Errorf("plan %q with a package-level failure left, want none", plan)
+	}
+}

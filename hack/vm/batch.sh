@@ -30,6 +30,14 @@
 # entries no guest took one each. Between two binaries a guest kills
 # whatever the first left running in its session.
 #
+# A guest whose kernel panicked (run.sh's GOVERBS_VM_PANIC_MARK; 6.12's rxe
+# corrupts its slab now and then, docs/kernels.md) leaves the entry it was
+# running and those no guest took. When nothing else failed, they run again
+# in new guests, at most twice: the panicked entry's output and FAIL line
+# are printed, then a line beginning "rerun-panicked: ", then the entries'
+# second run, so that hack/testsum counts the first as flaky when the
+# second passed (and the stage as passed).
+#
 # Exit status: 0 if every binary passed, 1 if one failed or a guest did, 2
 # on bad usage.
 set -euo pipefail
@@ -179,11 +187,21 @@ done
 EOF
 chmod +x "$dir/guest.sh"
 
-pids=()
-for g in $(seq 1 "$jobs"); do
-	"$here/run.sh" --rw "$dir" -- "$dir/guest.sh" "$dir" >"$dir/guest$g.log" 2>&1 &
-	pids+=($!)
-done
+# start_guests N: boots N guests for round $round (the first is 0, each
+# rerun after a kernel panic one more); guest G's log is guest.ROUND.G.log,
+# and panicked.ROUND.G exists once its kernel has panicked.
+max_panic_reruns=2
+round=0
+start_guests() {
+	local g
+	pids=()
+	for g in $(seq 1 "$1"); do
+		GOVERBS_VM_PANIC_MARK=$dir/panicked.$round.$g \
+			"$here/run.sh" --rw "$dir" -- "$dir/guest.sh" "$dir" >"$dir/guest.$round.$g.log" 2>&1 &
+		pids+=($!)
+	done
+}
+start_guests "$jobs"
 
 # Entries go into the queue as their binaries are built, in order.
 rc=0
@@ -219,38 +237,95 @@ flush() {
 		tail -n1 "$f" | grep -q '^ok  ' || rc=1
 	done
 }
+# panicked_logs: prints the log of each guest of this round whose kernel
+# panicked, each line marked.
+panicked_logs() {
+	local g
+	for g in "${panicked[@]}"; do
+		echo "batch: the kernel of guest $g panicked; its log:"
+		sed 's/^/batch: guest '"$g"': /' "$dir/guest.$round.$g.log"
+	done
+}
+# fail_entry I WHY: prints what entry I printed before its guest failed (if
+# it started), WHY, and a FAIL line for its package.
+fail_entry() {
+	local n
+	n=$(printf '%04d' "$1")
+	[[ ! -e $dir/out/$n.part ]] || cat "$dir/out/$n.part"
+	printf 'batch: %s\nFAIL\t%s\t0.000s\n' "$2" "${imports[$1]}"
+}
 while :; do
-	alive=0
-	for p in "${pids[@]}"; do
-		kill -0 "$p" 2>/dev/null && alive=1
+	while :; do
+		alive=0
+		for p in "${pids[@]}"; do
+			kill -0 "$p" 2>/dev/null && alive=1
+		done
+		flush
+		((alive)) || break
+		sleep 2
+	done
+	panicked=()
+	for g in $(seq 1 "${#pids[@]}"); do
+		st=0
+		wait "${pids[g - 1]}" || st=$?
+		((st != 0)) || continue
+		if [[ -f $dir/panicked.$round.$g ]]; then
+			panicked+=("$g")
+			continue
+		fi
+		echo "batch: guest $g failed (run.sh status $st); its log:"
+		sed 's/^/batch: guest '"$g"': /' "$dir/guest.$round.$g.log"
+		rc=1
 	done
 	flush
-	((alive)) || break
-	sleep 2
-done
-for g in $(seq 1 "$jobs"); do
-	st=0
-	wait "${pids[g - 1]}" || st=$?
-	if ((st != 0)); then
-		echo "batch: guest $g failed (run.sh status $st); its log:"
-		sed 's/^/batch: guest '"$g"': /' "$dir/guest$g.log"
-		rc=1
+	# The entries left: taken and not finished (out/N.part: started; else
+	# only taken), or never taken.
+	left=()
+	for i in "${!imports[@]}"; do
+		n=$(printf '%04d' "$i")
+		[[ -n ${printed[$n]:-} ]] || left+=("$i")
+	done
+	# Run them again after a panic, when nothing else failed: not after a
+	# build failure (the queue was emptied), a failed entry or guest, or a
+	# test that failed before the panic.
+	again=0
+	if ((${#panicked[@]} > 0 && rc == 0 && round < max_panic_reruns && ${#left[@]} > 0)); then
+		again=1
+		for i in "${left[@]}"; do
+			n=$(printf '%04d' "$i")
+			[[ -e $dir/run/$n || -e $dir/queue/$n ]] || again=0
+			[[ ! -e $dir/out/$n.part ]] || ! grep -q -- '--- FAIL' "$dir/out/$n.part" || again=0
+		done
 	fi
+	((again)) || break
+	panicked_logs
+	for i in "${left[@]}"; do
+		n=$(printf '%04d' "$i")
+		if [[ -e $dir/out/$n.part ]]; then
+			fail_entry "$i" "the kernel of the guest running ${imports[i]} panicked under it"
+			rm -f "$dir/out/$n.part"
+		fi
+		[[ ! -e $dir/run/$n ]] || mv "$dir/run/$n" "$dir/queue/$n"
+		rm -f "$dir/run/$n.sid"
+	done
+	round=$((round + 1))
+	n=${#left[@]}
+	((n <= jobs)) || n=$jobs
+	echo "rerun-panicked: a guest kernel panicked; the entries left (${#left[@]}) run again in new guests ($n; rerun $round of at most $max_panic_reruns)"
+	start_guests "$n"
 done
-flush
+panicked_logs
+((${#panicked[@]} == 0)) || rc=1
 # Entries a guest took and never finished, and entries nobody took.
-for i in "${!imports[@]}"; do
+for i in "${left[@]}"; do
 	n=$(printf '%04d' "$i")
-	[[ -z ${printed[$n]:-} ]] || continue
 	if [[ -e $dir/out/$n.part ]]; then
-		cat "$dir/out/$n.part"
-		printf 'batch: the guest running %s failed under it\n' "${imports[i]}"
+		fail_entry "$i" "the guest running ${imports[i]} failed under it"
 	elif [[ -e $dir/run/$n ]]; then
-		printf 'batch: the guest that took %s failed before starting it\n' "${imports[i]}"
+		fail_entry "$i" "the guest that took ${imports[i]} failed before starting it"
 	else
-		printf 'batch: %s did not run (no guest left, or a build failed)\n' "${imports[i]}"
+		fail_entry "$i" "${imports[i]} did not run (no guest left, or a build failed)"
 	fi
-	printf 'FAIL\t%s\t0.000s\n' "${imports[i]}"
 	rc=1
 done
 exit "$rc"
