@@ -193,7 +193,7 @@ func parseReruns(r io.Reader) (counts, []failure, map[testKey]bool, error) {
 			inRerun = true
 		}
 		if strings.HasPrefix(line, panicRerunMark) {
-			inRerun, inPanicRerun = true, true
+			inPanicRerun = true
 		}
 		if m := exitRE.FindStringSubmatch(line); m != nil && label == "" {
 			if m[2] != "0" {

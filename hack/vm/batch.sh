@@ -237,13 +237,17 @@ flush() {
 		tail -n1 "$f" | grep -q '^ok  ' || rc=1
 	done
 }
+# guest_log G: prints guest G's log of this round, each line marked.
+guest_log() {
+	sed 's/^/batch: guest '"$1"': /' "$dir/guest.$round.$1.log"
+}
 # panicked_logs: prints the log of each guest of this round whose kernel
-# panicked, each line marked.
+# panicked.
 panicked_logs() {
 	local g
 	for g in "${panicked[@]}"; do
 		echo "batch: the kernel of guest $g panicked; its log:"
-		sed 's/^/batch: guest '"$g"': /' "$dir/guest.$round.$g.log"
+		guest_log "$g"
 	done
 }
 # fail_entry I WHY: prints what entry I printed before its guest failed (if
@@ -274,7 +278,7 @@ while :; do
 			continue
 		fi
 		echo "batch: guest $g failed (run.sh status $st); its log:"
-		sed 's/^/batch: guest '"$g"': /' "$dir/guest.$round.$g.log"
+		guest_log "$g"
 		rc=1
 	done
 	flush
@@ -286,14 +290,14 @@ while :; do
 		[[ -n ${printed[$n]:-} ]] || left+=("$i")
 	done
 	# Run them again after a panic, when nothing else failed: not after a
-	# build failure (the queue was emptied), a failed entry or guest, or a
-	# test that failed before the panic.
+	# build failure (rc is set, the queue emptied), a failed entry or
+	# guest, or a test that failed before the panic. With rc 0 every entry
+	# was queued, so each one left is in run/ or queue/.
 	again=0
 	if ((${#panicked[@]} > 0 && rc == 0 && round < max_panic_reruns && ${#left[@]} > 0)); then
 		again=1
 		for i in "${left[@]}"; do
 			n=$(printf '%04d' "$i")
-			[[ -e $dir/run/$n || -e $dir/queue/$n ]] || again=0
 			[[ ! -e $dir/out/$n.part ]] || ! grep -q -- '--- FAIL' "$dir/out/$n.part" || again=0
 		done
 	fi
