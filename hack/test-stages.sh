@@ -6,6 +6,10 @@
 #
 # Usage: hack/test-stages.sh STAGE...     (make test passes its list)
 #
+# The summary also names the rotation slot (TEST_ROTATION, from make) and
+# the run's time against CI_BUDGET and CI_LIMIT (seconds; from CI_START,
+# epoch seconds, when .ci/run sets it): past the budget it warns.
+#
 # Each STAGE is a make target. Its whole output goes to
 # $LOGDIR/stages/STAGE.log (default .cache/test); the terminal gets the package result lines and the
 # test bed's messages as they come. A stage with a bed-STAGE target builds
@@ -81,7 +85,14 @@ for st in "$@"; do
 done
 
 echo
-echo "make test: $((SECONDS - run_start)) s; this summary is also in ${logdir#"$repo"/}/summary.txt"
+echo "stages: $((SECONDS - run_start)) s; this summary is also in ${logdir#"$repo"/}/summary.txt"
+# The whole run's clock: CI_START (epoch seconds, set by .ci/run) counts
+# what ran before the first stage too; without it, the stages' own.
+elapsed=$((SECONDS - run_start))
+if [[ ${CI_START:-} =~ ^[0-9]+$ ]]; then
+	elapsed=$(($(date +%s) - CI_START))
+fi
 # The summary ends with the totals line: the last line of the run.
-"$logdir/testsum" -failures "$logdir/failures.txt" "$tsv" | tee "$logdir/summary.txt"
+"$logdir/testsum" -failures "$logdir/failures.txt" -rotation "${TEST_ROTATION:-}" \
+	-elapsed "$elapsed" -budget "${CI_BUDGET:-3000}" -limit "${CI_LIMIT:-5400}" "$tsv" | tee "$logdir/summary.txt"
 exit "$any_failed"

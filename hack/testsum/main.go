@@ -597,11 +597,41 @@ func writeFailures(path string, stages []*stage) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
+// budgetLines says how long the run took against its budget and CI's
+// limit: the stages' sum, and the whole run's time (elapsed, when known:
+// it also counts what ran before the first stage). Past the budget it adds
+// a warning; the run's result is the stages' alone.
+func budgetLines(stages []*stage, elapsed, budget, limit int) []string {
+	sum := 0
+	for _, st := range stages {
+		sum += st.seconds
+	}
+	total := elapsed
+	if total < sum {
+		total = sum
+	}
+	spare := fmt.Sprintf("%d s to spare", budget-total)
+	if total > budget {
+		spare = fmt.Sprintf("%d s over", total-budget)
+	}
+	lines := []string{fmt.Sprintf("time: %d s in all (stages %d s); budget %d s, %s; CI's limit %d s, %d s left",
+		total, sum, budget, spare, limit, limit-total)}
+	if total > budget {
+		lines = append(lines, fmt.Sprintf("WARNING: this run took %d s, %d s over the %d s budget: a slower machine or one more stage can exceed CI's %d s (docs/testing.md: where the time goes)",
+			total, total-budget, budget, limit))
+	}
+	return lines
+}
+
 func main() {
 	tail := flag.Int("tail", 25, "lines of a failed test's output (or a failed stage's log) in the summary")
 	failuresFile := flag.String("failures", "", "write every failed test's output to this file")
 	plan := flag.Bool("rerun-plan", false, "print the failed tests of the go test -v log named by the argument, for hack/rerun-failed.sh")
 	planMax := flag.Int("rerun-max", 3, "with -rerun-plan: most failed tests a rerun may settle")
+	rotation := flag.String("rotation", "", "the rotation slot this run chose, for the summary")
+	elapsed := flag.Int("elapsed", -1, "seconds the whole run took so far (CI's clock), for the budget lines")
+	budget := flag.Int("budget", 3000, "the seconds a per-submission run should take: past it the summary warns")
+	limit := flag.Int("limit", 5400, "CI's limit in seconds")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: testsum [-tail N] [-failures FILE] STAGES.tsv")
 		fmt.Fprintln(os.Stderr, "       testsum -rerun-plan [-rerun-max N] LOG")
@@ -648,6 +678,12 @@ func main() {
 		}
 	}
 	fmt.Println()
+	if *rotation != "" {
+		fmt.Printf("rotation: %s\n", *rotation)
+	}
+	for _, l := range budgetLines(stages, *elapsed, *budget, *limit) {
+		fmt.Println(l)
+	}
 	fmt.Printf("stages: %d run, %d failed\n", len(stages), failedStages)
 	// The closing line: failed counts failed tests, and a failed stage in
 	// which no test failed (vet, a bed, a package that did not build) as

@@ -465,3 +465,18 @@ func TestBatchPanicRerun(t *testing.T) {
 		t.Errorf("plan %q with a package-level failure left, want none", plan)
 	}
 }
+
+func TestBudgetLines(t *testing.T) {
+	stages := []*stage{{name: "unit", seconds: 100}, {name: "integration-6.12", seconds: 900}}
+	got := budgetLines(stages, 1010, 3000, 5400)
+	want := []string{"time: 1010 s in all (stages 1000 s); budget 3000 s, 1990 s to spare; CI's limit 5400 s, 4390 s left"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("within the budget (-want +got):\n%s", diff)
+	}
+	// No clock from the caller: the stages' sum stands for the run.
+	got = budgetLines(stages, -1, 800, 5400)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "time: 1000 s in all (stages 1000 s); budget 800 s, 200 s over;") ||
+		!strings.HasPrefix(got[1], "WARNING: this run took 1000 s, 200 s over the 800 s budget") {
+		t.Errorf("over the budget: %q", got)
+	}
+}
