@@ -8,7 +8,7 @@ import (
 )
 
 // maxReadmeLines is the most the README's first program may have: one
-// screen (issue 24).
+// screen.
 const maxReadmeLines = 60
 
 // TestReadmeProgram: the README's first program is this package's Example

@@ -211,7 +211,7 @@ const pollEvery = 32
 // call when nothing else is runnable. Measured with rstream in one boot
 // (6.1, 15 rounds, against the build without it): 0.96-0.98 of the time
 // per transfer on bandwidth from 4 KiB up (11-12 rounds of 15 faster),
-// 0.98-0.99 elsewhere (README, issue 23).
+// 0.98-0.99 elsewhere (docs/performance.md, rstream).
 func (c *Conn) maybeYield() {
 	c.unyielded++
 	if c.unyielded < yieldEvery {

@@ -551,7 +551,7 @@ func TestRpingDebug(t *testing.T) {
 // server's socket, and then both ends wait for each other until the
 // guards kill them, the server first (it started first), so that the
 // client, woken by the DISCONNECTED, is killed a moment later while it
-// exits (the second fresh-clone CI run's go-server failure, seen again
+// exits (a go-server failure seen so in a test run, and again
 // in the VM with the stacks: both ends in their first wait, 40 bytes
 // unread in the server's socket). The run is then tried again, as the
 // pairs are.

@@ -14,8 +14,8 @@ import (
 	"unicode"
 )
 
-// public lists the packages the API promise covers (README, "Stability /
-// API promise"), relative to the module root.
+// public lists the packages the API promise covers (docs/stability.md),
+// relative to the module root.
 var public = []string{"verbs", "cq", "qp", "srq", "mr", "cm", "rpma", "rsocket", "uverbs"}
 
 // plumbing names what once leaked from one goverbs package to its siblings

@@ -1,5 +1,5 @@
 // Package apicheck holds the test that keeps goverbs' public API as the
-// README's "Stability / API promise" section describes it: no plumbing
+// API promise in docs/stability.md describes it: no plumbing
 // between goverbs' own packages in the public packages, no internal type
 // in an exported declaration, closers that are io.Closers, one spelling
 // for initialisms, and Get prefixes only where they mirror the C function

@@ -500,7 +500,7 @@ func cmLossTest(t *testing.T, netem string, conns int) {
 				// specified, clear outcome, not a fault: under loss
 				// p on each side one try gets through with
 				// (1-p)², so at 30 % all 7 fail with 0.51^7, about
-				// one connection in 110 (CI of f70001d met it).
+				// one connection in 110.
 				t.Logf("connection %d: established; its SEND ran out of transport retries (%v)", i+1, r.sendErr)
 			default:
 				t.Errorf("connection %d: established, but its SEND: %v", i+1, r.sendErr)
