@@ -267,7 +267,7 @@ func (o *object) check() error {
 
 // close destroys the kernel object once; the caller holds mu. It reports
 // done when the object was already closed, or the destroy's error.
-func (o *object) close(ctx *verbs.Context, track uint64, op string, destroy func() error) (done bool, err error) {
+func (o *object) close(dev *verbs.Context, track uint64, op string, destroy func() error) (done bool, err error) {
 	if o.closed {
 		return true, nil
 	}
@@ -275,6 +275,6 @@ func (o *object) close(ctx *verbs.Context, track uint64, op string, destroy func
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	o.closed = true
-	kobj.ContextOf(ctx).Untrack(track)
+	kobj.ContextOf(dev).Untrack(track)
 	return false, nil
 }
