@@ -55,9 +55,6 @@ func ExampleCreateEP() {
 			log.Fatal(err)
 		}
 		wc, err := e.GetRecvComp(ctx)
-		if err == nil {
-			err = wc.Err()
-		}
 		if err != nil {
 			log.Fatal(err)
 		}

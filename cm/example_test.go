@@ -80,10 +80,7 @@ func Example() {
 		if err := id.Accept(ctx, cm.ConnParam{}); err != nil {
 			log.Fatal(err)
 		}
-		wc, err := ep.GetRecvComp(ctx)
-		if err == nil {
-			err = wc.Err()
-		}
+		wc, err := ep.GetRecvComp(ctx) // a failed completion is an error too
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -119,11 +116,7 @@ func Example() {
 	if err := ep.PostSend(2, buf.Bytes()[:n], buf, verbs.SendSignaled); err != nil {
 		log.Fatal(err)
 	}
-	wc, err := ep.GetSendComp(ctx)
-	if err == nil {
-		err = wc.Err() // GetSendComp returns a failed completion as it is
-	}
-	if err != nil {
+	if _, err := ep.GetSendComp(ctx); err != nil { // the wait's error or the SEND's
 		log.Fatal(err)
 	}
 	if err := id.DisconnectContext(ctx); err != nil {

@@ -188,7 +188,7 @@ func getComp(ctx context.Context, c *cq.CQ, mu *sync.Mutex, wc *[1]verbs.WorkCom
 			return verbs.WorkCompletion{}, err
 		}
 		if n == 1 {
-			return wc[0], nil
+			return wc[0], wc[0].Err()
 		}
 		if err := c.Wait(ctx); err != nil {
 			return verbs.WorkCompletion{}, err
@@ -197,14 +197,18 @@ func getComp(ctx context.Context, c *cq.CQ, mu *sync.Mutex, wc *[1]verbs.WorkCom
 }
 
 // GetRecvComp returns the next receive completion, blocking until one
-// arrives or ctx ends (rdma_get_recv_comp). A completion with an error
-// status is returned as is, with a nil error.
+// arrives or ctx ends (rdma_get_recv_comp). As cq.CQ.Next, it returns a
+// completion that failed together with its error (a *verbs.WCError from
+// WorkCompletion.Err, errors.As finds it): one check of the error covers
+// the wait and the completion's status.
 func (e *Endpoint) GetRecvComp(ctx context.Context) (verbs.WorkCompletion, error) {
 	return getComp(ctx, e.recvCQ, &e.recvWCMu, &e.recvWC)
 }
 
-// GetSendComp returns the next send-side completion, blocking until one
-// arrives or ctx ends (rdma_get_send_comp).
+// GetSendComp returns the next send-side completion (SEND, RDMA READ and
+// WRITE, atomics), blocking until one arrives or ctx ends
+// (rdma_get_send_comp). As GetRecvComp, it returns a completion that
+// failed together with its error, a *verbs.WCError.
 func (e *Endpoint) GetSendComp(ctx context.Context) (verbs.WorkCompletion, error) {
 	return getComp(ctx, e.sendCQ, &e.sendWCMu, &e.sendWC)
 }

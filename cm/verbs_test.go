@@ -142,6 +142,17 @@ func TestEndpointHelpers(t *testing.T) {
 	if err := cli.PostSend(1, make([]byte, 8), cm1, 0); err == nil {
 		t.Error("buffer outside the MR accepted")
 	}
+	// A completion that failed comes with its error, as cq.CQ.Next
+	// returns it: a READ with a key the peer never gave out. Last, as it
+	// moves the QP to the error state.
+	if err := cli.PostRead(15, cm1.Bytes()[:8], cm1, verbs.SendSignaled, cm2.IOVA(), cm2.RKey()^0xff); err != nil {
+		t.Fatal(err)
+	}
+	wc, err = cli.GetSendComp(timeout(t))
+	var wcErr *verbs.WCError
+	if !errors.As(err, &wcErr) || wcErr.WRID != 15 || wc.WRID != 15 || wc.Status == verbs.WCSuccess || wcErr.Status != wc.Status {
+		t.Fatalf("READ with a bad key: completion %+v, error %v; want the completion and its *verbs.WCError", wc, err)
+	}
 }
 
 // Bursts: every receive is reported exactly once, however completions and

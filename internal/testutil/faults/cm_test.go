@@ -615,13 +615,7 @@ func cmConnectOnce(n int, bound time.Duration) (r cmConnResult) {
 	r.ackTimeout = attr.Timeout
 	message(m.Bytes(), uint64(n), n)
 	if r.sendErr = e.PostSend(uint64(n), m.Bytes(), m, verbs.SendSignaled); r.sendErr == nil {
-		wc, err := e.GetSendComp(ctx)
-		switch {
-		case err != nil:
-			r.sendErr = err
-		default:
-			r.sendErr = wc.Err() // a *verbs.WCError, nil on success
-		}
+		_, r.sendErr = e.GetSendComp(ctx) // a *verbs.WCError for a failed SEND
 	}
 	began = time.Now()
 	if r.discoErr = id.Disconnect(); r.discoErr == nil {
