@@ -26,10 +26,10 @@
 // verbs Context of the devices its IDs bind to, shared by the IDs and
 // reference-counted. [ID.Migrate] moves an ID to another channel.
 //
-// [Endpoint] is librdmacm's rdma_verbs.h layer: a QP with its own send and
+// [Queues] is librdmacm's rdma_verbs.h layer: a QP with its own send and
 // receive completion queues and the one-call post and blocking,
-// cancellable completion helpers ([Endpoint.GetRecvComp],
-// [Endpoint.GetSendComp]).
+// cancellable completion helpers ([Queues.GetRecvComp],
+// [Queues.GetSendComp]).
 //
 // Private data reaches the peer padded by the kernel to the size of the
 // message that carries it; [EncodePrivateData] frames a length for peers

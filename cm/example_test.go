@@ -66,7 +66,7 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		ep, err := id.NewEndpoint(nil, caps) // a QP with its own CQs
+		ep, err := id.NewQueues(nil, caps) // a QP with its own CQs
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func Example() {
 	if err := id.ResolveRoute(ctx); err != nil {
 		log.Fatal(err)
 	}
-	ep, err := id.NewEndpoint(nil, caps)
+	ep, err := id.NewQueues(nil, caps)
 	if err != nil {
 		log.Fatal(err)
 	}

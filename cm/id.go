@@ -952,7 +952,7 @@ func (id *ID) check() error {
 // unanswered. A listening ID stops listening; the IDs its requests made
 // live on. A device context cm opened for the ID is closed with the last
 // ID that uses it, and with it everything created on it (the PD and CQs
-// of a NewEndpoint among them). Call DisconnectContext first to let the
+// of a NewQueues among them). Call DisconnectContext first to let the
 // sends already posted leave and the peer answer.
 func (id *ID) Close() error {
 	id.opMu.Lock()

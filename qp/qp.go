@@ -2,7 +2,7 @@
 // connected (UC) and unreliable datagram (UD).
 //
 // A QP is created in RESET. Connect takes an RC or UC QP to RTS in one
-// call: given the peer's Endpoint (its QP number, PSN, LID, GID and MTU,
+// call: given the peer's PeerInfo (its QP number, PSN, LID, GID and MTU,
 // exchanged out of band), it moves the QP through INIT, RTR (ready to
 // receive) and RTS (ready to send) with the defaults of ConnectOptions, a
 // finite ACK timeout and retry count among them. The typed transitions
@@ -15,7 +15,7 @@
 //
 //	q, err := qp.New(pd, qp.Options{Type: qp.RC, SendCQ: c, RecvCQ: c,
 //		Caps: qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
-//	me, err := q.Endpoint(1) // send me to the peer, receive its own as peer
+//	me, err := q.PeerInfo(1) // send me to the peer, receive its own as peer
 //	err = q.Connect(peer, qp.ConnectOptions{})
 //	err = q.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 //		SGList: []verbs.SGE{m.SGE(0, n)}}})
