@@ -3,8 +3,9 @@
 //
 // A [Channel] owns the rdma_cm file; one goroutine per channel reads its
 // events, parked on Go's netpoller, and queues each on the [ID] it belongs
-// to. IDs live in a port space ([TCP] for reliable connections,
-// [UDP] for datagrams) and follow the sockets-like flow of
+// to. IDs live in a port space ([TCP] for reliable connected QPs,
+// qp.RC; [UDP] for unreliable datagram QPs, qp.UD: rdma_cm's names, no IP
+// protocol is involved) and follow the sockets-like flow of
 // librdmacm: [ID.Bind], [ID.ResolveAddr] and [ID.ResolveRoute] on the active
 // side, [ID.Listen] and [ID.GetRequest] on the passive side, then
 // [ID.CreateQP], [ID.Connect] / [ID.Accept] or [ID.Reject], and

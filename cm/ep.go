@@ -110,8 +110,8 @@ func (e *EP) ID() *ID { return e.id }
 // capacities (and for a passive EP, which has no QP of its own).
 func (e *EP) Queues() *Queues { return e.ep }
 
-// Listen starts listening on a passive EP (rdma_listen); backlog 0 is the
-// kernel's default.
+// Listen starts listening on a passive EP (rdma_listen), as ID.Listen:
+// a backlog <= 0 is the kernel's maximum.
 func (e *EP) Listen(backlog int) error { return e.id.Listen(backlog) }
 
 // GetRequest waits for the next connection request on a listening EP and

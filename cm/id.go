@@ -20,12 +20,16 @@ import (
 )
 
 // PortSpace is an rdma_cm port space: which transport an ID's QP uses.
+// The names are rdma_cm's (RDMA_PS_TCP, RDMA_PS_UDP), after the IP
+// protocols whose port numbers they mirror; no TCP or UDP is involved.
+// What they select is the QP type: TCP is reliable connected (qp.RC)
+// and UDP unreliable datagram (qp.UD).
 type PortSpace uint16
 
 // Port spaces.
 const (
-	TCP PortSpace = uverbs.RDMA_PS_TCP // reliable connected (RC) QPs
-	UDP PortSpace = uverbs.RDMA_PS_UDP // unreliable datagram (UD) QPs
+	TCP PortSpace = uverbs.RDMA_PS_TCP // reliable connected (qp.RC) QPs; Connect and Accept
+	UDP PortSpace = uverbs.RDMA_PS_UDP // unreliable datagram (qp.UD) QPs; no connection, or a multicast join
 )
 
 func (ps PortSpace) datagram() bool { return ps == UDP || ps == uverbs.RDMA_PS_IPOIB }
@@ -381,7 +385,9 @@ func (id *ID) Port() uint8 {
 
 // Listen starts listening for connection requests; each arrives as an
 // EventConnectRequest on this ID carrying a new ID (see GetRequest).
-// backlog <= 0 selects the kernel's maximum.
+// backlog bounds the requests not yet taken with GetRequest; the kernel
+// (rdma_ucm) uses its maximum, the sysctl net.rdma_ucm.max_backlog (1024
+// unless changed), for a backlog <= 0 or above that maximum.
 func (id *ID) Listen(backlog int) error {
 	req := uverbs.UcmListen{Id: id.handle, Backlog: uint32(max(backlog, 0))}
 	return ucma(id, "LISTEN", uverbs.RDMA_USER_CM_CMD_LISTEN, &req, nil, 0)
