@@ -58,8 +58,10 @@ func ExampleCreateEP() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		<-conn.ID().Done()
-		conn.ID().Disconnect()
+		<-conn.ID().Done() // the client disconnected: answer it
+		if err := conn.ID().DisconnectContext(ctx); err != nil {
+			log.Fatal(err)
+		}
 		got <- string(buf.Bytes()[:wc.ByteLen])
 	}()
 

@@ -85,8 +85,11 @@ func Example() {
 			log.Fatal(err)
 		}
 		msg := string(buf.Bytes()[:wc.ByteLen])
-		<-id.Done()     // the client disconnected
-		id.Disconnect() // answer it, so that its DisconnectContext returns
+		<-id.Done() // the client disconnected
+		// Answer it, so that its DisconnectContext returns.
+		if err := id.DisconnectContext(ctx); err != nil {
+			log.Fatal(err)
+		}
 		served <- fmt.Sprintf("server got %q, then %v", msg, errors.Is(id.Err(), cm.ErrDisconnected))
 	}()
 

@@ -779,8 +779,9 @@ func (id *ID) reject(privateData []byte) error {
 // already posted, moves the QP to the error state (InfiniBand and RoCE;
 // SQD on iWARP), which flushes what is still outstanding, and sends the
 // CM's DREQ. The peer sees EventDisconnected and answers with its own
-// Disconnect (or Close); then this side sees EventDisconnected too, and
-// Done is closed. DisconnectContext also waits for that.
+// DisconnectContext, Disconnect or Close; then this side sees
+// EventDisconnected too, and Done is closed. DisconnectContext also waits
+// for that, and is the one to answer a peer's disconnect with.
 func (id *ID) Disconnect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
 	defer cancel()
@@ -788,6 +789,9 @@ func (id *ID) Disconnect() error {
 }
 
 // disconnect is Disconnect with drain bounding the wait for posted sends.
+// After a disconnect has ended the connection, a QP that no longer takes
+// the move (iWARP's, which the peer's close took out of RTS) is no error:
+// the reply to the peer still goes out.
 func (id *ID) disconnect(drain context.Context) error {
 	if q := id.QP(); q != nil {
 		// Sends posted just before may not have left yet: 6.12's rxe
@@ -801,12 +805,19 @@ func (id *ID) disconnect(drain context.Context) error {
 		} else {
 			err = q.ToError()
 		}
-		if err != nil {
+		if err != nil && !id.disconnected() {
 			return fmt.Errorf("cm: disconnect: %w", err)
 		}
 	}
 	req := uverbs.UcmDisconnect{Id: id.handle}
 	return ucma(id, "DISCONNECT", uverbs.RDMA_USER_CM_CMD_DISCONNECT, &req, nil, 0)
+}
+
+// disconnected reports whether the ID's connection ended in a disconnect.
+func (id *ID) disconnected() bool {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return errors.Is(id.doneErr, ErrDisconnected)
 }
 
 // sendDrainTimeout bounds Disconnect's wait for posted sends to leave.
