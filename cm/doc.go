@@ -32,6 +32,16 @@
 // cancellable completion helpers ([Queues.GetRecvComp],
 // [Queues.GetSendComp]).
 //
+// [Listen] and [Listener.Accept] are the shortcut for a server: one call
+// per connection returns it established, its Queues made and, through
+// [ListenOptions].Ready, its receives posted before the peer can send.
+//
+// Runnable programs are in the package's Examples (example_test.go,
+// ep_example_test.go, listener_example_test.go; pkg.go.dev shows them, go
+// doc does not): Example (an ID-level server and client), ExampleCreateEP
+// (librdmacm's rdma_getaddrinfo and rdma_create_ep) and ExampleListen.
+// They open rxe0 at 169.254.77.1, as the test bed in hack/vm has it.
+//
 // Private data reaches the peer padded by the kernel to the size of the
 // message that carries it; [EncodePrivateData] frames a length for peers
 // that want the exact bytes back.

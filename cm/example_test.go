@@ -16,7 +16,7 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-func TestMain(m *testing.M) { devexample.Main(m, "Example", "ExampleCreateEP") }
+func TestMain(m *testing.M) { devexample.Main(m, "Example", "ExampleCreateEP", "ExampleListen") }
 
 // A server and a client in one program, connected through rdma_cm on
 // rxe0's IP address: the client sends "hello" and disconnects; the
