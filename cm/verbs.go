@@ -17,7 +17,9 @@ import (
 // for an ID when no CQs are given: a QP whose sends and receives complete
 // on two separate CQs, each with its own completion channel, and the
 // rdma_verbs.h conveniences on top (post a buffer of a registered region,
-// get one completion, blocking).
+// get one completion, blocking). The name says what it is: the queues of
+// one connection (a qp.QP, its send and receive cq.CQ), in one value.
+// Memory registered with NewMR is deregistered by Close; see NewQueues.
 type Queues struct {
 	id     *ID
 	pd     *verbs.PD
