@@ -27,6 +27,8 @@ type ListenOptions struct {
 	// Ready, when set, is called with each connection before it is
 	// accepted, when its QP exists but the peer cannot send yet: the
 	// place to register memory (EP.Queues().NewMR) and post receives.
+	// (Receives posted after Accept are late on iWARP, where a SEND that
+	// finds none fails the connection; InfiniBand and RoCE retry it.)
 	// An error rejects the request and Accept returns it.
 	Ready func(*EP) error
 }
