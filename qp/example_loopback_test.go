@@ -23,7 +23,7 @@ func Example() {
 	opts := qp.Options{Type: qp.RC, SendCQ: c, RecvCQ: c, Caps: caps}
 	a, b := must(qp.New(pd, opts)), must(qp.New(pd, opts))
 
-	// Connect each QP to the other's PeerInfo (QPN, PSN, LID, GID, MTU:
+	// Connect each QP to the other's endpoint (QPN, PSN, LID, GID, MTU:
 	// what two hosts exchange), RESET to RTS with ConnectOptions' defaults.
 	check(a.Connect(must(b.PeerInfo(1)), qp.ConnectOptions{}))
 	check(b.Connect(must(a.PeerInfo(1)), qp.ConnectOptions{}))
