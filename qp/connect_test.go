@@ -254,8 +254,8 @@ func TestConnectErrors(t *testing.T) {
 	}
 }
 
-// An PeerInfo travels as JSON, its GID as text.
-func TestEndpointJSON(t *testing.T) {
+// A PeerInfo travels as JSON, its GID as text.
+func TestPeerInfoJSON(t *testing.T) {
 	ep := qp.PeerInfo{QPN: 17, PSN: 0xabcdef, LID: 0, GID: verbs.GIDFromAddr(netip.MustParseAddr("169.254.77.1")), MTU: verbs.MTU1024}
 	b, err := json.Marshal(ep)
 	if err != nil {
