@@ -52,9 +52,9 @@ type Hints struct {
 	Src, Dst netip.AddrPort
 }
 
-// EndpointInfo is one result of GetAddrInfo (struct rdma_addrinfo): the
+// EPInfo is one result of GetAddrInfo (struct rdma_addrinfo): the
 // addresses and the kind of connection CreateEP makes from it.
-type EndpointInfo struct {
+type EPInfo struct {
 	// Flags is AIPassive for a passive result, 0 otherwise (as
 	// librdmacm, which keeps no other flag in a result).
 	Flags     AIFlags
@@ -72,7 +72,7 @@ var ErrNoAddress = errors.New("cm: getaddrinfo: no such host or address")
 
 // GetAddrInfo is rdma_getaddrinfo: it resolves node (a host name or a
 // numeric address) and service (a port number or a service name) into the
-// EndpointInfo CreateEP takes. With AIPassive and an empty node the result
+// EPInfo CreateEP takes. With AIPassive and an empty node the result
 // binds the wildcard address (IPv4's unless Family is AF_INET6); without
 // AIPassive node is the destination. Like librdmacm it keeps the first
 // address the lookup returns. Name lookups use Go's resolver (the hosts
@@ -80,7 +80,7 @@ var ErrNoAddress = errors.New("cm: getaddrinfo: no such host or address")
 //
 // Route hints (librdmacm's ai_route from an IB ACM service) do not exist
 // here: rdma_cm resolves the route when CreateEP asks.
-func GetAddrInfo(ctx context.Context, node, service string, hints *Hints) (*EndpointInfo, error) {
+func GetAddrInfo(ctx context.Context, node, service string, hints *Hints) (*EPInfo, error) {
 	if node == "" && service == "" && hints == nil {
 		return nil, fmt.Errorf("cm: getaddrinfo: no node, service or hints: %w", unix.EINVAL)
 	}
@@ -102,7 +102,7 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *Hints) (*Endp
 	if err != nil {
 		return nil, err
 	}
-	info := &EndpointInfo{QPType: qpt, PortSpace: ps}
+	info := &EPInfo{QPType: qpt, PortSpace: ps}
 	if node == "" && service == "" {
 		// No lookup: the hints are the result (as librdmacm).
 		info.Flags, info.Family, info.Dst = h.Flags, h.Family, h.Dst

@@ -22,28 +22,28 @@ func TestGetAddrInfo(t *testing.T) {
 		name          string
 		node, service string
 		hints         *Hints
-		want          EndpointInfo
+		want          EPInfo
 	}{
 		{"rdma_server", "", "7471", &Hints{Flags: AIPassive, PortSpace: TCP},
-			EndpointInfo{Flags: AIPassive, Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Src: ap("0.0.0.0:7471")}},
+			EPInfo{Flags: AIPassive, Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Src: ap("0.0.0.0:7471")}},
 		{"rdma_client", "169.254.77.2", "7471", &Hints{PortSpace: TCP},
-			EndpointInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.2:7471")}},
+			EPInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.2:7471")}},
 		{"no hints", "169.254.77.2", "", nil,
-			EndpointInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.2:0")}},
+			EPInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.2:0")}},
 		{"UD from the QP type", "169.254.77.2", "7174", &Hints{QPType: qp.UD},
-			EndpointInfo{Family: unix.AF_INET, QPType: qp.UD, PortSpace: UDP, Dst: ap("169.254.77.2:7174")}},
+			EPInfo{Family: unix.AF_INET, QPType: qp.UD, PortSpace: UDP, Dst: ap("169.254.77.2:7174")}},
 		{"RC from the port space", "169.254.77.2", "1", &Hints{PortSpace: UDP},
-			EndpointInfo{Family: unix.AF_INET, QPType: qp.UD, PortSpace: UDP, Dst: ap("169.254.77.2:1")}},
+			EPInfo{Family: unix.AF_INET, QPType: qp.UD, PortSpace: UDP, Dst: ap("169.254.77.2:1")}},
 		{"passive IPv6 wildcard", "", "9", &Hints{Flags: AIPassive | AIFamily, Family: unix.AF_INET6},
-			EndpointInfo{Flags: AIPassive, Family: unix.AF_INET6, QPType: qp.RC, PortSpace: TCP, Src: ap("[::]:9")}},
+			EPInfo{Flags: AIPassive, Family: unix.AF_INET6, QPType: qp.RC, PortSpace: TCP, Src: ap("[::]:9")}},
 		{"active with a source", "fe80::1", "9", &Hints{Src: ap("[fe80::2]:0")},
-			EndpointInfo{Family: unix.AF_INET6, QPType: qp.RC, PortSpace: TCP, Src: ap("[fe80::2]:0"), Dst: ap("[fe80::1]:9")}},
+			EPInfo{Family: unix.AF_INET6, QPType: qp.RC, PortSpace: TCP, Src: ap("[fe80::2]:0"), Dst: ap("[fe80::1]:9")}},
 		{"v4-mapped unmapped", "::ffff:169.254.77.3", "9", nil,
-			EndpointInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.3:9")}},
+			EPInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.3:9")}},
 		{"hints only", "", "", &Hints{Flags: AINoRoute, Dst: ap("169.254.77.3:5")},
-			EndpointInfo{Flags: AINoRoute, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.3:5")}},
+			EPInfo{Flags: AINoRoute, QPType: qp.RC, PortSpace: TCP, Dst: ap("169.254.77.3:5")}},
 		{"localhost by name", "localhost", "9", &Hints{Flags: AIFamily, Family: unix.AF_INET},
-			EndpointInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("127.0.0.1:9")}},
+			EPInfo{Family: unix.AF_INET, QPType: qp.RC, PortSpace: TCP, Dst: ap("127.0.0.1:9")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := GetAddrInfo(ctx, tc.node, tc.service, tc.hints)
@@ -89,9 +89,9 @@ func TestGetAddrInfoErrors(t *testing.T) {
 // CreateEP refuses what it cannot use before it opens anything.
 func TestCreateEPBadInput(t *testing.T) {
 	if _, err := CreateEP(context.Background(), nil, nil, nil); err == nil {
-		t.Error("nil EndpointInfo accepted")
+		t.Error("nil EPInfo accepted")
 	}
-	if _, err := CreateEP(context.Background(), &EndpointInfo{PortSpace: TCP, QPType: qp.UD}, nil, nil); !errors.Is(err, unix.EINVAL) {
+	if _, err := CreateEP(context.Background(), &EPInfo{PortSpace: TCP, QPType: qp.UD}, nil, nil); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("UD in TCP: %v", err)
 	}
 }

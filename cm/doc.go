@@ -3,8 +3,9 @@
 //
 // A [Channel] owns the rdma_cm file; one goroutine per channel reads its
 // events, parked on Go's netpoller, and queues each on the [ID] it belongs
-// to. IDs live in a port space ([TCP] for reliable connections,
-// [UDP] for datagrams) and follow the sockets-like flow of
+// to. IDs live in a port space ([TCP] for reliable connected QPs,
+// qp.RC; [UDP] for unreliable datagram QPs, qp.UD: rdma_cm's names, no IP
+// protocol is involved) and follow the sockets-like flow of
 // librdmacm: [ID.Bind], [ID.ResolveAddr] and [ID.ResolveRoute] on the active
 // side, [ID.Listen] and [ID.GetRequest] on the passive side, then
 // [ID.CreateQP], [ID.Connect] / [ID.Accept] or [ID.Reject], and
@@ -26,10 +27,20 @@
 // verbs Context of the devices its IDs bind to, shared by the IDs and
 // reference-counted. [ID.Migrate] moves an ID to another channel.
 //
-// [Endpoint] is librdmacm's rdma_verbs.h layer: a QP with its own send and
+// [Queues] is librdmacm's rdma_verbs.h layer: a QP with its own send and
 // receive completion queues and the one-call post and blocking,
-// cancellable completion helpers ([Endpoint.GetRecvComp],
-// [Endpoint.GetSendComp]).
+// cancellable completion helpers ([Queues.GetRecvComp],
+// [Queues.GetSendComp]).
+//
+// [Listen] and [Listener.Accept] are the shortcut for a server: one call
+// per connection returns it established, its Queues made and, through
+// [ListenOptions].Ready, its receives posted before the peer can send.
+//
+// Runnable programs are in the package's Examples (example_test.go,
+// ep_example_test.go, listener_example_test.go; pkg.go.dev shows them, go
+// doc does not): Example (an ID-level server and client), ExampleCreateEP
+// (librdmacm's rdma_getaddrinfo and rdma_create_ep) and ExampleListen.
+// They open rxe0 at 169.254.77.1, as the test bed in hack/vm has it.
 //
 // Private data reaches the peer padded by the kernel to the size of the
 // message that carries it; [EncodePrivateData] frames a length for peers

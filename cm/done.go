@@ -60,13 +60,21 @@ func (id *ID) Err() error {
 
 // DisconnectContext is Disconnect that also waits until the disconnect is
 // complete, or ctx ends: until this side's EventDisconnected arrives and
-// Done is closed. That is at once when the peer disconnected first; else
-// when the peer answers (its Disconnect or Close) or, if it never does,
-// when the connection manager gives up on it (InfiniBand and RoCE: the
-// DREQ's retries, tens of seconds). The wait for the sends already posted
-// to leave is bounded by ctx too, and by 2 s. It fails at once, without
-// waiting, if the disconnect cannot be sent (the ID is not connected).
-// The ID stays open: Close it afterwards.
+// Done is closed. The wait for the sends already posted to leave is
+// bounded by ctx too, and by 2 s. The ID stays open: Close it afterwards.
+//
+// It is also the way to answer a peer's disconnect: when Done closes with
+// errors.Is(Err(), ErrDisconnected), DisconnectContext sends the reply the
+// peer's own DisconnectContext waits for, and returns nil at once (this
+// side's EventDisconnected has arrived). Once a connection ended in a
+// disconnect, whichever side began it, DisconnectContext returns nil.
+//
+// Started first, it returns when the peer answers (its DisconnectContext,
+// Disconnect or Close) or, if it never does, when the connection manager
+// gives up on it (InfiniBand and RoCE: the DREQ's retries, tens of
+// seconds). It fails at once, without waiting, on an ID that has no
+// connection to end: one that never connected, or whose attempt was
+// rejected or failed (Err says which), and with ErrClosed after Close.
 func (id *ID) DisconnectContext(ctx context.Context) error {
 	if err := id.check(); err != nil {
 		return err

@@ -58,12 +58,13 @@ func TestDoneAndDisconnectContext(t *testing.T) {
 	default:
 	}
 	// The server watches Done and answers the disconnect, as a program
-	// would, with no goroutine of its own reading events.
+	// would, with no goroutine of its own reading events: its
+	// DisconnectContext returns nil at once.
 	answered := make(chan error, 1)
 	go func() {
 		select {
 		case <-srv.id.Done():
-			answered <- srv.id.Disconnect()
+			answered <- srv.id.DisconnectContext(context.Background())
 		case <-time.After(60 * time.Second):
 			answered <- errors.New("the server's Done did not close")
 		}

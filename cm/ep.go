@@ -10,12 +10,12 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// EP is what librdmacm's rdma_create_ep makes from an EndpointInfo: an ID
+// EP is what librdmacm's rdma_create_ep makes from an EPInfo: an ID
 // on a Channel of its own, bound (passive) or with its address and route
-// resolved (active), and, when QP capacities are given, an Endpoint (QP,
+// resolved (active), and, when QP capacities are given, a Queues (QP,
 // send and receive CQs with their channels, the rdma_verbs.h helpers). A
 // passive EP listens; GetRequest returns each connection as an EP of its
-// own with an Endpoint made with the same capacities, as rdma_get_request
+// own with a Queues made with the same capacities, as rdma_get_request
 // does for an rdma_create_ep listener.
 //
 // rdma_create_ep's IDs are synchronous (each call waits for its event);
@@ -24,7 +24,7 @@ import (
 type EP struct {
 	ch   *Channel
 	id   *ID
-	ep   *Endpoint // nil without capacities
+	ep   *Queues // nil without capacities
 	pd   *verbs.PD
 	caps *qp.Caps // for the connections of a passive EP
 }
@@ -35,13 +35,13 @@ const resolveTimeout = 2 * time.Second
 
 // CreateEP is rdma_create_ep. Active (info without AIPassive): it resolves
 // info.Dst (from info.Src when valid) and the route, and, with caps, makes
-// the Endpoint on pd (nil: a PD of the Endpoint's own). Passive: it binds
+// the Queues on pd (nil: a PD of its own). Passive: it binds
 // info.Src and keeps pd and caps for GetRequest. Connect, Listen and the
 // rest are the ID's (EP.ID). Each resolution waits until ctx ends, or 2 s
 // when ctx has no deadline, as librdmacm.
-func CreateEP(ctx context.Context, info *EndpointInfo, pd *verbs.PD, caps *qp.Caps) (*EP, error) {
+func CreateEP(ctx context.Context, info *EPInfo, pd *verbs.PD, caps *qp.Caps) (*EP, error) {
 	if info == nil {
-		return nil, errors.New("cm: create_ep: no EndpointInfo")
+		return nil, errors.New("cm: create_ep: no EPInfo")
 	}
 	ps, _, err := kind(info.PortSpace, info.QPType)
 	if err != nil {
@@ -73,7 +73,7 @@ func CreateEP(ctx context.Context, info *EndpointInfo, pd *verbs.PD, caps *qp.Ca
 		return e, nil
 	}
 	if !info.Dst.IsValid() {
-		return nil, errors.New("cm: create_ep: an active EndpointInfo without a destination")
+		return nil, errors.New("cm: create_ep: an active EPInfo without a destination")
 	}
 	rctx, cancel := withDefaultTimeout(ctx)
 	err = e.id.ResolveAddr(rctx, info.Src, info.Dst)
@@ -88,7 +88,7 @@ func CreateEP(ctx context.Context, info *EndpointInfo, pd *verbs.PD, caps *qp.Ca
 		return nil, err
 	}
 	if caps != nil {
-		if e.ep, err = e.id.NewEndpoint(pd, *caps); err != nil {
+		if e.ep, err = e.id.NewQueues(pd, *caps); err != nil {
 			return nil, err
 		}
 	}
@@ -106,16 +106,16 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 // ID returns the EP's rdma_cm ID.
 func (e *EP) ID() *ID { return e.id }
 
-// Endpoint returns the EP's Endpoint, or nil when it was made without QP
+// Queues returns the EP's Queues, or nil when it was made without QP
 // capacities (and for a passive EP, which has no QP of its own).
-func (e *EP) Endpoint() *Endpoint { return e.ep }
+func (e *EP) Queues() *Queues { return e.ep }
 
-// Listen starts listening on a passive EP (rdma_listen); backlog 0 is the
-// kernel's default.
+// Listen starts listening on a passive EP (rdma_listen), as ID.Listen:
+// a backlog <= 0 is the kernel's maximum.
 func (e *EP) Listen(backlog int) error { return e.id.Listen(backlog) }
 
 // GetRequest waits for the next connection request on a listening EP and
-// returns it as an EP on a channel of its own, with an Endpoint made with
+// returns it as an EP on a channel of its own, with a Queues made with
 // the listener's capacities (if it had any), ready to be accepted with
 // ID().Accept, or rejected, or closed.
 func (e *EP) GetRequest(ctx context.Context) (*EP, Event, error) {
@@ -138,7 +138,7 @@ func (e *EP) GetRequest(ctx context.Context) (*EP, Event, error) {
 		return nil, ev, err
 	}
 	if e.caps != nil {
-		if c.ep, err = id.NewEndpoint(e.pd, *e.caps); err != nil {
+		if c.ep, err = id.NewQueues(e.pd, *e.caps); err != nil {
 			c.Close()
 			return nil, ev, err
 		}
@@ -146,7 +146,7 @@ func (e *EP) GetRequest(ctx context.Context) (*EP, Event, error) {
 	return c, ev, nil
 }
 
-// Close is rdma_destroy_ep: it destroys the Endpoint (QP, CQs, channels,
+// Close is rdma_destroy_ep: it destroys the Queues (QP, CQs, channels,
 // and the PD if it made one), the ID and the EP's channel. It is safe to
 // call more than once.
 func (e *EP) Close() error {

@@ -14,7 +14,7 @@ import (
 
 // librdmacm's shortest form, rdma_getaddrinfo plus rdma_create_ep (the
 // shape of rdma-core's rdma_server and rdma_client): the address and port
-// become an EndpointInfo, CreateEP makes the ID, resolves or binds it, and
+// become an EPInfo, CreateEP makes the ID, resolves or binds it, and
 // makes the QP with its CQs.
 func ExampleCreateEP() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -37,12 +37,12 @@ func ExampleCreateEP() {
 	}
 	got := make(chan string)
 	go func() {
-		conn, _, err := listen.GetRequest(ctx) // an EP with its Endpoint
+		conn, _, err := listen.GetRequest(ctx) // an EP with its Queues
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer conn.Close()
-		e := conn.Endpoint()
+		e := conn.Queues()
 		buf, err := mr.New(e.PD(), 16, mr.LocalWrite)
 		if err != nil {
 			log.Fatal(err)
@@ -55,14 +55,13 @@ func ExampleCreateEP() {
 			log.Fatal(err)
 		}
 		wc, err := e.GetRecvComp(ctx)
-		if err == nil {
-			err = wc.Err()
-		}
 		if err != nil {
 			log.Fatal(err)
 		}
-		<-conn.ID().Done()
-		conn.ID().Disconnect()
+		<-conn.ID().Done() // the client disconnected: answer it
+		if err := conn.ID().DisconnectContext(ctx); err != nil {
+			log.Fatal(err)
+		}
 		got <- string(buf.Bytes()[:wc.ByteLen])
 	}()
 
@@ -76,7 +75,7 @@ func ExampleCreateEP() {
 		log.Fatal(err)
 	}
 	defer ep.Close()
-	buf, err := mr.New(ep.Endpoint().PD(), 16, mr.LocalWrite)
+	buf, err := mr.New(ep.Queues().PD(), 16, mr.LocalWrite)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,10 +84,10 @@ func ExampleCreateEP() {
 		log.Fatal(err)
 	}
 	n := copy(buf.Bytes(), "hi")
-	if err := ep.Endpoint().PostSend(1, buf.Bytes()[:n], buf, verbs.SendSignaled); err != nil {
+	if err := ep.Queues().PostSend(1, buf.Bytes()[:n], buf, verbs.SendSignaled); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := ep.Endpoint().GetSendComp(ctx); err != nil {
+	if _, err := ep.Queues().GetSendComp(ctx); err != nil {
 		log.Fatal(err)
 	}
 	if err := ep.ID().DisconnectContext(ctx); err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-func TestMain(m *testing.M) { devexample.Main(m, "Example", "ExampleCreateEP") }
+func TestMain(m *testing.M) { devexample.Main(m, "Example", "ExampleCreateEP", "ExampleListen") }
 
 // A server and a client in one program, connected through rdma_cm on
 // rxe0's IP address: the client sends "hello" and disconnects; the
@@ -66,7 +66,7 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		ep, err := id.NewEndpoint(nil, caps) // a QP with its own CQs
+		ep, err := id.NewQueues(nil, caps) // a QP with its own CQs
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -80,16 +80,16 @@ func Example() {
 		if err := id.Accept(ctx, cm.ConnParam{}); err != nil {
 			log.Fatal(err)
 		}
-		wc, err := ep.GetRecvComp(ctx)
-		if err == nil {
-			err = wc.Err()
-		}
+		wc, err := ep.GetRecvComp(ctx) // a failed completion is an error too
 		if err != nil {
 			log.Fatal(err)
 		}
 		msg := string(buf.Bytes()[:wc.ByteLen])
-		<-id.Done()     // the client disconnected
-		id.Disconnect() // answer it, so that its DisconnectContext returns
+		<-id.Done() // the client disconnected
+		// Answer it, so that its DisconnectContext returns.
+		if err := id.DisconnectContext(ctx); err != nil {
+			log.Fatal(err)
+		}
 		served <- fmt.Sprintf("server got %q, then %v", msg, errors.Is(id.Err(), cm.ErrDisconnected))
 	}()
 
@@ -104,7 +104,7 @@ func Example() {
 	if err := id.ResolveRoute(ctx); err != nil {
 		log.Fatal(err)
 	}
-	ep, err := id.NewEndpoint(nil, caps)
+	ep, err := id.NewQueues(nil, caps)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -119,11 +119,7 @@ func Example() {
 	if err := ep.PostSend(2, buf.Bytes()[:n], buf, verbs.SendSignaled); err != nil {
 		log.Fatal(err)
 	}
-	wc, err := ep.GetSendComp(ctx)
-	if err == nil {
-		err = wc.Err() // GetSendComp returns a failed completion as it is
-	}
-	if err != nil {
+	if _, err := ep.GetSendComp(ctx); err != nil { // the wait's error or the SEND's
 		log.Fatal(err)
 	}
 	if err := id.DisconnectContext(ctx); err != nil {

@@ -20,12 +20,16 @@ import (
 )
 
 // PortSpace is an rdma_cm port space: which transport an ID's QP uses.
+// The names are rdma_cm's (RDMA_PS_TCP, RDMA_PS_UDP), after the IP
+// protocols whose port numbers they mirror; no TCP or UDP is involved.
+// What they select is the QP type: TCP is reliable connected (qp.RC)
+// and UDP unreliable datagram (qp.UD).
 type PortSpace uint16
 
 // Port spaces.
 const (
-	TCP PortSpace = uverbs.RDMA_PS_TCP // reliable connected (RC) QPs
-	UDP PortSpace = uverbs.RDMA_PS_UDP // unreliable datagram (UD) QPs
+	TCP PortSpace = uverbs.RDMA_PS_TCP // reliable connected (qp.RC) QPs; Connect and Accept
+	UDP PortSpace = uverbs.RDMA_PS_UDP // unreliable datagram (qp.UD) QPs; no connection, or a multicast join
 )
 
 func (ps PortSpace) datagram() bool { return ps == UDP || ps == uverbs.RDMA_PS_IPOIB }
@@ -381,7 +385,9 @@ func (id *ID) Port() uint8 {
 
 // Listen starts listening for connection requests; each arrives as an
 // EventConnectRequest on this ID carrying a new ID (see GetRequest).
-// backlog <= 0 selects the kernel's maximum.
+// backlog bounds the requests not yet taken with GetRequest; the kernel
+// (rdma_ucm) uses its maximum, the sysctl net.rdma_ucm.max_backlog (1024
+// unless changed), for a backlog <= 0 or above that maximum.
 func (id *ID) Listen(backlog int) error {
 	req := uverbs.UcmListen{Id: id.handle, Backlog: uint32(max(backlog, 0))}
 	return ucma(id, "LISTEN", uverbs.RDMA_USER_CM_CMD_LISTEN, &req, nil, 0)
@@ -773,8 +779,9 @@ func (id *ID) reject(privateData []byte) error {
 // already posted, moves the QP to the error state (InfiniBand and RoCE;
 // SQD on iWARP), which flushes what is still outstanding, and sends the
 // CM's DREQ. The peer sees EventDisconnected and answers with its own
-// Disconnect (or Close); then this side sees EventDisconnected too, and
-// Done is closed. DisconnectContext also waits for that.
+// DisconnectContext, Disconnect or Close; then this side sees
+// EventDisconnected too, and Done is closed. DisconnectContext also waits
+// for that, and is the one to answer a peer's disconnect with.
 func (id *ID) Disconnect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), sendDrainTimeout)
 	defer cancel()
@@ -782,6 +789,9 @@ func (id *ID) Disconnect() error {
 }
 
 // disconnect is Disconnect with drain bounding the wait for posted sends.
+// After a disconnect has ended the connection, a QP that no longer takes
+// the move (iWARP's, which the peer's close took out of RTS) is no error:
+// the reply to the peer still goes out.
 func (id *ID) disconnect(drain context.Context) error {
 	if q := id.QP(); q != nil {
 		// Sends posted just before may not have left yet: 6.12's rxe
@@ -795,12 +805,19 @@ func (id *ID) disconnect(drain context.Context) error {
 		} else {
 			err = q.ToError()
 		}
-		if err != nil {
+		if err != nil && !id.disconnected() {
 			return fmt.Errorf("cm: disconnect: %w", err)
 		}
 	}
 	req := uverbs.UcmDisconnect{Id: id.handle}
 	return ucma(id, "DISCONNECT", uverbs.RDMA_USER_CM_CMD_DISCONNECT, &req, nil, 0)
+}
+
+// disconnected reports whether the ID's connection ended in a disconnect.
+func (id *ID) disconnected() bool {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return errors.Is(id.doneErr, ErrDisconnected)
 }
 
 // sendDrainTimeout bounds Disconnect's wait for posted sends to leave.
@@ -952,7 +969,7 @@ func (id *ID) check() error {
 // unanswered. A listening ID stops listening; the IDs its requests made
 // live on. A device context cm opened for the ID is closed with the last
 // ID that uses it, and with it everything created on it (the PD and CQs
-// of a NewEndpoint among them). Call DisconnectContext first to let the
+// of a NewQueues among them). Call DisconnectContext first to let the
 // sends already posted leave and the peer answer.
 func (id *ID) Close() error {
 	id.opMu.Lock()

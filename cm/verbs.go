@@ -13,12 +13,14 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// Endpoint is what librdmacm's rdma_create_ep and rdma_create_qp set up
+// Queues is what librdmacm's rdma_create_ep and rdma_create_qp set up
 // for an ID when no CQs are given: a QP whose sends and receives complete
 // on two separate CQs, each with its own completion channel, and the
 // rdma_verbs.h conveniences on top (post a buffer of a registered region,
-// get one completion, blocking).
-type Endpoint struct {
+// get one completion, blocking). The name says what it is: the queues of
+// one connection (a qp.QP, its send and receive cq.CQ), in one value.
+// Memory registered with NewMR is deregistered by Close; see NewQueues.
+type Queues struct {
 	id     *ID
 	pd     *verbs.PD
 	ownPD  bool
@@ -27,6 +29,9 @@ type Endpoint struct {
 	sendCQ *cq.CQ
 	recvCQ *cq.CQ
 	qp     *qp.QP
+
+	mrMu sync.Mutex
+	mrs  []*mr.MR // NewMR's, closed by Close
 
 	// Scratch space of the post and get helpers, one set per direction,
 	// so they allocate nothing and are safe for concurrent use.
@@ -42,19 +47,27 @@ type Endpoint struct {
 	recvWC   [1]verbs.WorkCompletion
 }
 
-// NewEndpoint creates the ID's PD (when pd is nil), its send and receive
+// NewQueues creates the ID's PD (when pd is nil), its send and receive
 // CQs with their channels, and its QP with caps, and moves the QP to INIT.
 // The ID must be bound to a device (after ResolveAddr, or from
-// GetRequest). Endpoint.Close destroys all of it (the QP included, a PD
+// GetRequest). Queues.Close destroys all of it (the QP included, a PD
 // it was given excepted) and leaves the ID open; closing the ID destroys
 // the QP only, unless it was the last ID on a device context cm opened,
 // which closes with everything on it.
-func (id *ID) NewEndpoint(pd *verbs.PD, caps qp.Caps) (*Endpoint, error) {
+//
+// Register the connection's memory with Queues.NewMR: Close deregisters
+// those regions too. A region registered on PD() any other way (mr.New,
+// mr.Register) is the caller's to close, before Close: the kernel does
+// not deallocate a PD that still has regions, so Close then fails
+// (errors.Is(err, unix.EBUSY)) and the PD stays until Close is called
+// again after them. A server that makes Queues per connection and
+// registers with NewMR leaves nothing behind when it closes each.
+func (id *ID) NewQueues(pd *verbs.PD, caps qp.Caps) (*Queues, error) {
 	dev := id.Context()
 	if dev == nil {
-		return nil, errors.New("cm: endpoint: the ID is not bound to a device yet")
+		return nil, errors.New("cm: queues: the ID is not bound to a device yet")
 	}
-	e := &Endpoint{id: id, pd: pd}
+	e := &Queues{id: id, pd: pd}
 	ok := false
 	defer func() {
 		if !ok {
@@ -87,20 +100,20 @@ func (id *ID) NewEndpoint(pd *verbs.PD, caps qp.Caps) (*Endpoint, error) {
 	return e, nil
 }
 
-// ID returns the endpoint's ID.
-func (e *Endpoint) ID() *ID { return e.id }
+// ID returns the ID the queues belong to.
+func (e *Queues) ID() *ID { return e.id }
 
-// PD returns the endpoint's protection domain.
-func (e *Endpoint) PD() *verbs.PD { return e.pd }
+// PD returns the queues' protection domain.
+func (e *Queues) PD() *verbs.PD { return e.pd }
 
-// QP returns the endpoint's queue pair.
-func (e *Endpoint) QP() *qp.QP { return e.qp }
+// QP returns the queue pair.
+func (e *Queues) QP() *qp.QP { return e.qp }
 
 // SendCQ returns the CQ of send, RDMA and atomic completions.
-func (e *Endpoint) SendCQ() *cq.CQ { return e.sendCQ }
+func (e *Queues) SendCQ() *cq.CQ { return e.sendCQ }
 
 // RecvCQ returns the CQ of receive completions.
-func (e *Endpoint) RecvCQ() *cq.CQ { return e.recvCQ }
+func (e *Queues) RecvCQ() *cq.CQ { return e.recvCQ }
 
 // sgeFor checks that buf lies inside m and returns its SGE.
 func sgeFor(buf []byte, m *mr.MR) (verbs.SGE, error) {
@@ -124,7 +137,7 @@ func sgeFor(buf []byte, m *mr.MR) (verbs.SGE, error) {
 
 // PostRecv posts buf, which must lie inside m, as a receive buffer
 // (rdma_post_recv). wrID comes back in the completion.
-func (e *Endpoint) PostRecv(wrID uint64, buf []byte, m *mr.MR) error {
+func (e *Queues) PostRecv(wrID uint64, buf []byte, m *mr.MR) error {
 	sge, err := sgeFor(buf, m)
 	if err != nil {
 		return err
@@ -136,7 +149,7 @@ func (e *Endpoint) PostRecv(wrID uint64, buf []byte, m *mr.MR) error {
 	return e.qp.PostRecv(e.recvWR[:])
 }
 
-func (e *Endpoint) post(wr verbs.SendWR, buf []byte, m *mr.MR) error {
+func (e *Queues) post(wr verbs.SendWR, buf []byte, m *mr.MR) error {
 	e.sendMu.Lock()
 	defer e.sendMu.Unlock()
 	if m != nil || len(buf) > 0 {
@@ -153,7 +166,7 @@ func (e *Endpoint) post(wr verbs.SendWR, buf []byte, m *mr.MR) error {
 
 // PostSend sends buf (inside m; with m nil and verbs.SendInline in flags,
 // buf is sent inline) (rdma_post_send).
-func (e *Endpoint) PostSend(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags) error {
+func (e *Queues) PostSend(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags) error {
 	if m == nil && flags&verbs.SendInline != 0 {
 		return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRSend, Flags: flags, InlineData: buf}, nil, nil)
 	}
@@ -162,13 +175,13 @@ func (e *Endpoint) PostSend(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendF
 
 // PostRead reads len(buf) bytes at the peer's remoteAddr (rkey) into buf,
 // which lies inside m (rdma_post_read).
-func (e *Endpoint) PostRead(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+func (e *Queues) PostRead(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
 	return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRRDMARead, Flags: flags, RemoteAddr: remoteAddr, RKey: rkey}, buf, m)
 }
 
 // PostWrite writes buf (inside m) to the peer's remoteAddr (rkey)
 // (rdma_post_write).
-func (e *Endpoint) PostWrite(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+func (e *Queues) PostWrite(wrID uint64, buf []byte, m *mr.MR, flags verbs.SendFlags, remoteAddr uint64, rkey uint32) error {
 	if m == nil && flags&verbs.SendInline != 0 {
 		return e.post(verbs.SendWR{WRID: wrID, Opcode: verbs.WRRDMAWrite, Flags: flags, InlineData: buf, RemoteAddr: remoteAddr, RKey: rkey}, nil, nil)
 	}
@@ -188,7 +201,7 @@ func getComp(ctx context.Context, c *cq.CQ, mu *sync.Mutex, wc *[1]verbs.WorkCom
 			return verbs.WorkCompletion{}, err
 		}
 		if n == 1 {
-			return wc[0], nil
+			return wc[0], wc[0].Err()
 		}
 		if err := c.Wait(ctx); err != nil {
 			return verbs.WorkCompletion{}, err
@@ -197,24 +210,52 @@ func getComp(ctx context.Context, c *cq.CQ, mu *sync.Mutex, wc *[1]verbs.WorkCom
 }
 
 // GetRecvComp returns the next receive completion, blocking until one
-// arrives or ctx ends (rdma_get_recv_comp). A completion with an error
-// status is returned as is, with a nil error.
-func (e *Endpoint) GetRecvComp(ctx context.Context) (verbs.WorkCompletion, error) {
+// arrives or ctx ends (rdma_get_recv_comp). As cq.CQ.Next, it returns a
+// completion that failed together with its error (a *verbs.WCError from
+// WorkCompletion.Err, errors.As finds it): one check of the error covers
+// the wait and the completion's status.
+func (e *Queues) GetRecvComp(ctx context.Context) (verbs.WorkCompletion, error) {
 	return getComp(ctx, e.recvCQ, &e.recvWCMu, &e.recvWC)
 }
 
-// GetSendComp returns the next send-side completion, blocking until one
-// arrives or ctx ends (rdma_get_send_comp).
-func (e *Endpoint) GetSendComp(ctx context.Context) (verbs.WorkCompletion, error) {
+// GetSendComp returns the next send-side completion (SEND, RDMA READ and
+// WRITE, atomics), blocking until one arrives or ctx ends
+// (rdma_get_send_comp). As GetRecvComp, it returns a completion that
+// failed together with its error, a *verbs.WCError.
+func (e *Queues) GetSendComp(ctx context.Context) (verbs.WorkCompletion, error) {
 	return getComp(ctx, e.sendCQ, &e.sendWCMu, &e.sendWC)
 }
 
-// Close destroys the QP, the CQs, the channels and, if the endpoint
-// allocated it, the PD. The ID stays open.
-func (e *Endpoint) Close() error {
+// NewMR allocates size bytes off the Go heap and registers them with
+// access on the queues' PD, as mr.New does; Close deregisters the region
+// (after the QP is gone) and frees the memory. Closing the region earlier
+// is allowed.
+func (e *Queues) NewMR(size int, access mr.Access) (*mr.MR, error) {
+	m, err := mr.New(e.pd, size, access)
+	if err != nil {
+		return nil, err
+	}
+	e.mrMu.Lock()
+	e.mrs = append(e.mrs, m)
+	e.mrMu.Unlock()
+	return m, nil
+}
+
+// Close destroys the QP, deregisters the regions NewMR made, destroys
+// the CQs and the channels and, if NewQueues allocated it, the PD. The ID
+// stays open. See NewQueues for regions registered otherwise: a Close
+// that failed on the PD can be called again once they are closed.
+func (e *Queues) Close() error {
 	var errs []error
 	if e.qp != nil {
 		errs = append(errs, e.qp.Close())
+	}
+	e.mrMu.Lock()
+	mrs := e.mrs
+	e.mrs = nil
+	e.mrMu.Unlock()
+	for _, m := range mrs {
+		errs = append(errs, m.Close())
 	}
 	for _, c := range []*cq.CQ{e.sendCQ, e.recvCQ} {
 		if c != nil {
@@ -228,7 +269,7 @@ func (e *Endpoint) Close() error {
 	}
 	if e.ownPD {
 		if err := e.pd.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("cm: endpoint PD: %w", err))
+			errs = append(errs, fmt.Errorf("cm: queues PD (close the MRs registered on it first): %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/cq"
 	"github.com/goverbs/goverbs/internal/testutil"
@@ -17,13 +19,13 @@ import (
 )
 
 // connectEndpoints connects two endpoints over rdma_cm on the test device.
-func connectEndpoints(t *testing.T) (cli, srv *cm.Endpoint, cliMR, srvMR *mr.MR) {
+func connectEndpoints(t *testing.T) (cli, srv *cm.Queues, cliMR, srvMR *mr.MR) {
 	t.Helper()
 	srvCh, cliCh := channel(t), channel(t)
 	l, addr := listen(t, srvCh, cm.TCP)
 	caps := qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}
 	type res struct {
-		e   *cm.Endpoint
+		e   *cm.Queues
 		m   *mr.MR
 		err error
 	}
@@ -34,7 +36,7 @@ func connectEndpoints(t *testing.T) (cli, srv *cm.Endpoint, cliMR, srvMR *mr.MR)
 			done <- res{err: err}
 			return
 		}
-		e, err := id.NewEndpoint(nil, caps)
+		e, err := id.NewQueues(nil, caps)
 		if err != nil {
 			done <- res{err: err}
 			return
@@ -48,7 +50,7 @@ func connectEndpoints(t *testing.T) (cli, srv *cm.Endpoint, cliMR, srvMR *mr.MR)
 	}()
 	id := dial(t, cliCh, cm.TCP, addr)
 	var err error
-	if cli, err = id.NewEndpoint(nil, caps); err != nil {
+	if cli, err = id.NewQueues(nil, caps); err != nil {
 		t.Fatal(err)
 	}
 	if cliMR, err = mr.New(cli.PD(), 64<<10, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
@@ -96,7 +98,7 @@ func TestEndpointHelpers(t *testing.T) {
 		wc, err := srv.GetRecvComp(timeout(t))
 		late <- comp{wc, err}
 	}()
-	testutil.WaitParked(t, "cm.(*Endpoint).GetRecvComp")
+	testutil.WaitParked(t, "cm.(*Queues).GetRecvComp")
 	if err := cli.PostSend(11, []byte("late"), nil, verbs.SendInline|verbs.SendSignaled); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +143,17 @@ func TestEndpointHelpers(t *testing.T) {
 	// A buffer outside the region is refused.
 	if err := cli.PostSend(1, make([]byte, 8), cm1, 0); err == nil {
 		t.Error("buffer outside the MR accepted")
+	}
+	// A completion that failed comes with its error, as cq.CQ.Next
+	// returns it: a READ with a key the peer never gave out. Last, as it
+	// moves the QP to the error state.
+	if err := cli.PostRead(15, cm1.Bytes()[:8], cm1, verbs.SendSignaled, cm2.IOVA(), cm2.RKey()^0xff); err != nil {
+		t.Fatal(err)
+	}
+	wc, err = cli.GetSendComp(timeout(t))
+	var wcErr *verbs.WCError
+	if !errors.As(err, &wcErr) || wcErr.WRID != 15 || wc.WRID != 15 || wc.Status == verbs.WCSuccess || wcErr.Status != wc.Status {
+		t.Fatalf("READ with a bad key: completion %+v, error %v; want the completion and its *verbs.WCError", wc, err)
 	}
 }
 
@@ -250,5 +263,50 @@ func waitQueued(t *testing.T, c *cq.CQ) {
 			t.Fatal("no completion queued")
 		}
 		runtime.Gosched()
+	}
+}
+
+// Queues.Close deregisters the regions NewMR made; one registered on its
+// PD otherwise keeps the PD from being deallocated until it is closed.
+func TestQueuesCloseMRs(t *testing.T) {
+	ch := channel(t)
+	_, addr := listen(t, ch, cm.TCP)
+	id := dial(t, ch, cm.TCP, addr)
+	q, err := id.NewQueues(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := q.NewMR(4096, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := q.NewMR(4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := early.Close(); err != nil { // closing one before Close is allowed
+		t.Fatal(err)
+	}
+	other, err := mr.New(q.PD(), 4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("Close with an MR of the caller's on the PD: %v, want EBUSY", err)
+	}
+	if len(own.Bytes()) != 0 {
+		t.Error("Close left NewMR's region registered")
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatalf("Close again once the caller's MR is closed: %v", err)
+	}
+	if m, err := mr.New(q.PD(), 4096, 0); !errors.Is(err, verbs.ErrClosed) {
+		if m != nil {
+			m.Close()
+		}
+		t.Fatalf("mr.New on the PD after Close: %v, want verbs.ErrClosed (the PD deallocated)", err)
 	}
 }

@@ -107,26 +107,26 @@ func (c *CQ) clean(q provider.QP) {
 // ErrBadCQE is returned for a capacity outside what the device supports.
 var ErrBadCQE = errors.New("CQ size out of range")
 
-// New creates a completion queue.
-func New(ctx *verbs.Context, opts Options) (*CQ, error) {
+// New creates a completion queue on the device context dev.
+func New(dev *verbs.Context, opts Options) (*CQ, error) {
 	if opts.CQE < 1 {
 		return nil, fmt.Errorf("cq: create with %d entries: %w", opts.CQE, ErrBadCQE)
 	}
-	if opts.CompVector < 0 || opts.CompVector >= max(ctx.NumCompVectors(), 1) {
-		return nil, fmt.Errorf("cq: completion vector %d: the device has %d", opts.CompVector, ctx.NumCompVectors())
+	if opts.CompVector < 0 || opts.CompVector >= max(dev.NumCompVectors(), 1) {
+		return nil, fmt.Errorf("cq: completion vector %d: the device has %d", opts.CompVector, dev.NumCompVectors())
 	}
-	if opts.Channel != nil && opts.Channel.Context() != ctx {
+	if opts.Channel != nil && opts.Channel.Context() != dev {
 		return nil, errors.New("cq: completion channel belongs to another context")
 	}
-	c := &CQ{ctx: ctx, ch: opts.Channel}
+	c := &CQ{ctx: dev, ch: opts.Channel}
 	c.closing, c.endWaits = context.WithCancel(context.Background())
-	track, err := kobj.ContextOf(ctx).Track(kobj.KindCQ, c)
+	track, err := kobj.ContextOf(dev).Track(kobj.KindCQ, c)
 	if err != nil {
 		return nil, fmt.Errorf("cq: create: %w", err)
 	}
 	c.track = track
 	if err := c.create(opts); err != nil {
-		kobj.ContextOf(ctx).Untrack(track)
+		kobj.ContextOf(dev).Untrack(track)
 		return nil, err
 	}
 	return c, nil

@@ -44,7 +44,7 @@ func ExampleCQ_Next() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	self, err := q.Endpoint(1)
+	self, err := q.PeerInfo(1)
 	if err != nil {
 		log.Fatal(err)
 	}

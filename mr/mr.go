@@ -20,6 +20,18 @@
 // they grow), and never unmap or madvise(MADV_DONTNEED) a registered range:
 // the device keeps the pages it pinned, and the process would see others.
 //
+// # Access flags
+//
+// An MR always allows the local device to read it: memory that is only
+// sent from (the source of a SEND or of an RDMA WRITE) needs no flag at
+// all, access 0. [LocalWrite] is for memory
+// the device writes into: receive buffers, the destination of an RDMA
+// READ, the result of an atomic. The Remote* flags let the peer reach the
+// region with its rkey ([RemoteRead] for its READs, [RemoteWrite] for its
+// WRITEs, [RemoteAtomic] for its atomics); the last two need LocalWrite
+// as well. Give a region no more than its use needs: a key with remote
+// access lets the peer touch the memory without this program's help.
+//
 // Memory windows (MW) hand a peer a remote key for part of a region and
 // take it back with work requests (BIND_MW, LOCAL_INV) instead of
 // registration system calls.
@@ -267,7 +279,7 @@ func (o *object) check() error {
 
 // close destroys the kernel object once; the caller holds mu. It reports
 // done when the object was already closed, or the destroy's error.
-func (o *object) close(ctx *verbs.Context, track uint64, op string, destroy func() error) (done bool, err error) {
+func (o *object) close(dev *verbs.Context, track uint64, op string, destroy func() error) (done bool, err error) {
 	if o.closed {
 		return true, nil
 	}
@@ -275,6 +287,6 @@ func (o *object) close(ctx *verbs.Context, track uint64, op string, destroy func
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	o.closed = true
-	kobj.ContextOf(ctx).Untrack(track)
+	kobj.ContextOf(dev).Untrack(track)
 	return false, nil
 }

@@ -34,7 +34,7 @@ type ConnectOptions struct {
 	// allows). mr.LocalWrite alone grants nothing remote.
 	Access mr.Access
 	// MTU is the path MTU; 0 means the smaller of the port's active MTU
-	// and the peer's (Endpoint.MTU, when set).
+	// and the peer's (PeerInfo.MTU, when set).
 	MTU verbs.MTU
 	// AckTimeout (RC) is how long the QP waits for an acknowledgement
 	// before it sends again; the device rounds it up to 4.096 µs × 2^n.
@@ -88,18 +88,18 @@ const (
 	DefaultMinRNRTimer = 640 * time.Microsecond
 )
 
-// Connect connects q, in RESET, to the peer endpoint (QP.Endpoint of the
+// Connect connects q, in RESET, to the peer's QP, described by peer (QP.PeerInfo of the
 // peer's QP) and moves it through INIT and RTR to RTS: the three
 // transitions of ToInit, ToRTR and ToRTS with the attributes opts
 // describes, defaults filled in. It is for RC and UC QPs on InfiniBand and
 // RoCE; iWARP QPs connect only through rdma_cm (package cm), UD QPs have no
-// peer. Both ends call Connect with the other's endpoint; a QP may be
-// connected to its own endpoint (a loopback).
+// peer. Both ends call Connect with the other's PeerInfo; a QP may be
+// connected to its own PeerInfo (a loopback).
 //
 // On failure the QP goes back to RESET (so Connect may be tried again) and
 // the error says which transition failed. ToInit, ToRTR and ToRTS remain
 // for every attribute Connect does not cover.
-func (q *QP) Connect(peer Endpoint, opts ConnectOptions) error {
+func (q *QP) Connect(peer PeerInfo, opts ConnectOptions) error {
 	if q.isClosed() {
 		return fmt.Errorf("qp: connect: %w", verbs.ErrClosed)
 	}
@@ -148,7 +148,7 @@ type connectAttrs struct {
 }
 
 // connectAttrs fills in opts' defaults and checks its ranges.
-func (q *QP) connectAttrs(dev *verbs.Context, peer Endpoint, o ConnectOptions) (connectAttrs, error) {
+func (q *QP) connectAttrs(dev *verbs.Context, peer PeerInfo, o ConnectOptions) (connectAttrs, error) {
 	var a connectAttrs
 	port := o.Port
 	if port == 0 {
@@ -162,7 +162,7 @@ func (q *QP) connectAttrs(dev *verbs.Context, peer Endpoint, o ConnectOptions) (
 		a.rtr.Path = *o.Path
 	} else if pa.LinkLayer == verbs.LinkLayerEthernet {
 		if peer.GID == (verbs.GID{}) {
-			return a, fmt.Errorf("the peer's endpoint has no GID, which RoCE routes by: %w", unix.EINVAL)
+			return a, fmt.Errorf("the peer's PeerInfo has no GID, which RoCE routes by: %w", unix.EINVAL)
 		}
 		src, err := dev.RoutableGID(port)
 		if err != nil {
@@ -171,7 +171,7 @@ func (q *QP) connectAttrs(dev *verbs.Context, peer Endpoint, o ConnectOptions) (
 		a.rtr.Path = src.PathTo(peer.GID)
 	} else {
 		if peer.LID == 0 {
-			return a, fmt.Errorf("the peer's endpoint has no LID, which InfiniBand routes by: %w", unix.EINVAL)
+			return a, fmt.Errorf("the peer's PeerInfo has no LID, which InfiniBand routes by: %w", unix.EINVAL)
 		}
 		a.rtr.Path = verbs.AHAttr{DLID: peer.LID, Port: uint8(port)}
 	}

@@ -53,9 +53,9 @@ func (e *connectEnv) newQP(t *testing.T, typ qp.Type) *qp.QP {
 	return q
 }
 
-func endpoint(t *testing.T, q *qp.QP) qp.Endpoint {
+func peerInfo(t *testing.T, q *qp.QP) qp.PeerInfo {
 	t.Helper()
-	ep, err := q.Endpoint(1)
+	ep, err := q.PeerInfo(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,24 +81,24 @@ func TestConnectDefaultsOnDevice(t *testing.T) {
 	e := newConnectEnv(t)
 	a, b := e.newQP(t, qp.RC), e.newQP(t, qp.RC)
 	if testutil.IWARP(e.dev) {
-		if err := a.Connect(qp.Endpoint{QPN: b.QPN()}, qp.ConnectOptions{}); !errors.Is(err, verbs.ErrNotCapable) {
+		if err := a.Connect(qp.PeerInfo{QPN: b.QPN()}, qp.ConnectOptions{}); !errors.Is(err, verbs.ErrNotCapable) {
 			t.Fatalf("Connect on iWARP: %v, want ErrNotCapable", err)
 		}
 		return
 	}
-	ea, eb := endpoint(t, a), endpoint(t, b)
+	ea, eb := peerInfo(t, a), peerInfo(t, b)
 	if ea.QPN != a.QPN() || ea.PSN > 0xffffff || ea.GID == (verbs.GID{}) || ea.MTU == 0 {
-		t.Fatalf("endpoint %+v", ea)
+		t.Fatalf("peer info %+v", ea)
 	}
-	if again := endpoint(t, a); again != ea {
-		t.Errorf("Endpoint changed between calls: %+v, then %+v", ea, again)
+	if again := peerInfo(t, a); again != ea {
+		t.Errorf("PeerInfo changed between calls: %+v, then %+v", ea, again)
 	}
 	gid, err := e.dev.RoutableGID(1)
 	if err != nil || ea.GID != gid.GID || gid.Type != verbs.GIDTypeRoCEv2 {
-		t.Errorf("endpoint GID %v, RoutableGID %+v %v", ea.GID, gid, err)
+		t.Errorf("peer info GID %v, RoutableGID %+v %v", ea.GID, gid, err)
 	}
 	if addr := testutil.Addr(t); ea.GID.Addr().String() != addr {
-		t.Errorf("endpoint GID %v is not the test address %s", ea.GID, addr)
+		t.Errorf("peer info GID %v is not the test address %s", ea.GID, addr)
 	}
 	if err := a.Connect(eb, qp.ConnectOptions{}); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestConnectDefaultsOnDevice(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		q        *qp.QP
-		me, peer qp.Endpoint
+		me, peer qp.PeerInfo
 	}{{a, ea, eb}, {b, eb, ea}} {
 		at, err := tc.q.Query()
 		if err != nil {
@@ -194,15 +194,15 @@ func TestConnectErrors(t *testing.T) {
 	e := newConnectEnv(t)
 	testutil.SkipUnlessModifyConnects(t, e.dev)
 	ud := e.newQP(t, qp.UD)
-	if err := ud.Connect(qp.Endpoint{QPN: 1}, qp.ConnectOptions{}); !errors.Is(err, unix.EINVAL) {
+	if err := ud.Connect(qp.PeerInfo{QPN: 1}, qp.ConnectOptions{}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Connect of a UD QP: %v", err)
 	}
 	q := e.newQP(t, qp.RC)
-	self := endpoint(t, q)
+	self := peerInfo(t, q)
 	noGID := self
 	noGID.GID = verbs.GID{}
 	if err := q.Connect(noGID, qp.ConnectOptions{}); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Connect to an endpoint without a GID: %v", err)
+		t.Errorf("Connect to a PeerInfo without a GID: %v", err)
 	}
 	if err := q.Connect(self, qp.ConnectOptions{RetryCount: 9}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Connect with RetryCount 9: %v", err)
@@ -246,17 +246,17 @@ func TestConnectErrors(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Endpoint(1); !errors.Is(err, verbs.ErrClosed) {
-		t.Errorf("Endpoint of a closed QP: %v", err)
+	if _, err := q.PeerInfo(1); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("PeerInfo of a closed QP: %v", err)
 	}
 	if err := q.Connect(self, qp.ConnectOptions{}); !errors.Is(err, verbs.ErrClosed) {
 		t.Errorf("Connect of a closed QP: %v", err)
 	}
 }
 
-// An Endpoint travels as JSON, its GID as text.
-func TestEndpointJSON(t *testing.T) {
-	ep := qp.Endpoint{QPN: 17, PSN: 0xabcdef, LID: 0, GID: verbs.GIDFromAddr(netip.MustParseAddr("169.254.77.1")), MTU: verbs.MTU1024}
+// A PeerInfo travels as JSON, its GID as text.
+func TestPeerInfoJSON(t *testing.T) {
+	ep := qp.PeerInfo{QPN: 17, PSN: 0xabcdef, LID: 0, GID: verbs.GIDFromAddr(netip.MustParseAddr("169.254.77.1")), MTU: verbs.MTU1024}
 	b, err := json.Marshal(ep)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestEndpointJSON(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("JSON %s, want %s", b, want)
 	}
-	var back qp.Endpoint
+	var back qp.PeerInfo
 	if err := json.Unmarshal(b, &back); err != nil || back != ep {
 		t.Errorf("round trip %+v %v", back, err)
 	}

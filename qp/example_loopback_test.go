@@ -25,8 +25,8 @@ func Example() {
 
 	// Connect each QP to the other's endpoint (QPN, PSN, LID, GID, MTU:
 	// what two hosts exchange), RESET to RTS with ConnectOptions' defaults.
-	check(a.Connect(must(b.Endpoint(1)), qp.ConnectOptions{}))
-	check(b.Connect(must(a.Endpoint(1)), qp.ConnectOptions{}))
+	check(a.Connect(must(b.PeerInfo(1)), qp.ConnectOptions{}))
+	check(b.Connect(must(a.PeerInfo(1)), qp.ConnectOptions{}))
 
 	buf, dst := mem.Bytes(), mem.Remote(200) // dst: what b would tell a
 	copy(buf, "helloworld")

@@ -36,7 +36,7 @@ func ExampleQP_ToRTR() {
 		log.Fatal(err)
 	}
 
-	var peer qp.Endpoint    // from the peer
+	var peer qp.PeerInfo    // from the peer
 	var dst mr.RemoteRegion // from the peer
 	src, err := dev.RoutableGID(1)
 	if err != nil {
@@ -82,7 +82,7 @@ func ExampleQP_Connect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var peer qp.Endpoint // from the peer, which has q.Endpoint(1) in return
+	var peer qp.PeerInfo // from the peer, which has q.PeerInfo(1) in return
 	err = q.Connect(peer, qp.ConnectOptions{
 		AckTimeout:    time.Second, // rounded up to 4.096 µs × 2^18 ≈ 1.07 s
 		RetryCount:    3,

@@ -2,7 +2,7 @@
 // connected (UC) and unreliable datagram (UD).
 //
 // A QP is created in RESET. Connect takes an RC or UC QP to RTS in one
-// call: given the peer's Endpoint (its QP number, PSN, LID, GID and MTU,
+// call: given the peer's PeerInfo (its QP number, PSN, LID, GID and MTU,
 // exchanged out of band), it moves the QP through INIT, RTR (ready to
 // receive) and RTS (ready to send) with the defaults of ConnectOptions, a
 // finite ACK timeout and retry count among them. The typed transitions
@@ -15,11 +15,46 @@
 //
 //	q, err := qp.New(pd, qp.Options{Type: qp.RC, SendCQ: c, RecvCQ: c,
 //		Caps: qp.Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
-//	me, err := q.Endpoint(1) // send me to the peer, receive its own as peer
+//	me, err := q.PeerInfo(1) // send me to the peer, receive its own as peer
 //	err = q.Connect(peer, qp.ConnectOptions{})
 //	err = q.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 //		SGList: []verbs.SGE{m.SGE(0, n)}}})
 //	wc, err := c.Next(ctx)
+//
+// The memory a work request names must be registered (package mr) with
+// the access its use needs, and no more: none for what the device only
+// reads (the source of a SEND or a WRITE), mr.LocalWrite for what it
+// writes (receive buffers, a READ's destination, an atomic's result), and
+// the Remote* flags on the peer's side for what the peer reaches by key.
+//
+// # What a completion promises
+//
+// A send-side completion that succeeded says that the work request is
+// done with its local memory: the source of a SEND or WRITE may be reused,
+// the destination of a READ or an atomic holds the result. What it says of
+// the peer depends on the transport:
+//
+//   - RC on InfiniBand and RoCE: the responder acknowledged the request.
+//     Its adapter received the data and accepted it (the key, the bounds
+//     and the access rights held). That is not a promise that the peer's
+//     CPU can see the bytes of a WRITE yet: they may still be on their
+//     way from the adapter to memory.
+//   - RC on iWARP (siw): a WRITE completes once it was handed to TCP;
+//     the peer may not have received it yet.
+//   - UC and UD: the request was sent; nothing came back.
+//
+// To know that WRITEs reached the peer's memory, and are visible there,
+// post a READ after them on the same QP (a few bytes of the same region;
+// the peer's region needs RemoteRead) and wait for the READ's completion:
+// the responder returns a READ's data only after the writes before it on
+// the QP are placed. This is librpma's flush to visibility. A peer learns
+// it from a message: when a SEND (or a WRITE with immediate) that was
+// posted after the WRITEs completes at the receiver, the receiver can
+// read what they wrote, since the responder executes an RC QP's requests
+// in order. Neither makes the data persistent on a peer with persistent
+// memory: that needs the peer's platform to drain what its adapter
+// placed (or the peer's CPU to flush it, librpma's GPSPM), which package
+// rpma handles.
 package qp
 
 import (
@@ -108,20 +143,21 @@ type Options struct {
 }
 
 // QP is a queue pair. PostSend and PostRecv may be called concurrently with
-// each other, with polling and with Modify and Close; each serializes with
-// itself.
-//
-// Locking: each queue has one lock (a provider.Lock, a spin lock that is
-// also the queue's close guard), and a post takes only that one: the QP
-// state is an atomic word, and nothing on the data path touches a lock
-// shared with other QPs of the Context. The send queue's lock is the QP's
-// (sqLock), a receive queue's is inside the provider's ring. PostSend
-// rings a kernel doorbell after releasing the send queue's lock, so other
-// posters on the QP do not wait for the kernel's inline processing; a
-// per-QP count of doorbells in flight lets Close wait for them before the
-// Context's descriptor (which the doorbell writes to) can be closed and
-// reused.
+// each other, with polling and with Modify and Close. Posts to one QP's
+// send queue take turns, as do posts to its receive queue; posts to
+// different QPs never wait for each other.
 type QP struct {
+	// Locking: each queue has one lock (a provider.Lock, a spin lock that
+	// is also the queue's close guard), and a post takes only that one:
+	// the QP state is an atomic word, and nothing on the data path touches
+	// a lock shared with other QPs of the Context. The send queue's lock
+	// is sqLock, a receive queue's is inside the provider's ring. PostSend
+	// rings a kernel doorbell after releasing the send queue's lock, so
+	// other posters on the QP do not wait for the kernel's inline
+	// processing; a per-QP count of doorbells in flight lets Close wait
+	// for them before the Context's descriptor (which the doorbell writes
+	// to) can be closed and reused.
+
 	pd     *verbs.PD
 	typ    Type
 	sendCQ *cq.CQ

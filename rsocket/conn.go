@@ -113,7 +113,8 @@ type Addr struct {
 	netip.AddrPort
 }
 
-// Network returns "rsocket".
+// Network returns "rsocket", which Dial and Listen take as they take
+// "tcp" (either IP version), so Dial(a.Network(), a.String()) reaches a.
 func (a *Addr) Network() string { return "rsocket" }
 
 // String returns the address as host:port.

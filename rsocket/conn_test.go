@@ -875,6 +875,15 @@ func TestBadAddresses(t *testing.T) {
 	if _, err := rsocket.Listen("unix", "/x"); err == nil {
 		t.Error("Listen(unix) succeeded")
 	}
+	// Addr.Network's name is a network Dial and Listen take; an
+	// address no device has fails after the name is accepted.
+	var unknown net.UnknownNetworkError
+	if _, err := rsocket.Listen((&rsocket.Addr{}).Network(), "169.254.77.99:0"); err == nil || errors.As(err, &unknown) {
+		t.Errorf("Listen(%q) on an address no device has: %v, want a failure other than an unknown network", (&rsocket.Addr{}).Network(), err)
+	}
+	if _, err := rsocket.Listen("udp", "169.254.77.99:0"); !errors.As(err, &unknown) {
+		t.Errorf("Listen(udp): %v, want net.UnknownNetworkError", err)
+	}
 }
 
 // Nothing outlives a connection: the kernel's objects and this process's

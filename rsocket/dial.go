@@ -30,8 +30,9 @@ const transportRetries = 6
 const acceptTimeout = 30 * time.Second
 
 // Dial connects to address, "host:port" on network "tcp", "tcp4" or
-// "tcp6" (rsocket uses rdma_cm's TCP port space; the host must have an
-// RDMA device that reaches it), as rconnect does: it resolves the address
+// "tcp6", or "rsocket" (what Addr.Network returns; the same as "tcp")
+// (rsocket uses rdma_cm's TCP port space; the host must have an RDMA
+// device that reaches it), as rconnect does: it resolves the address
 // and the route, creates the queue pair and buffers, and sends a connect
 // request carrying rsocket's private data. ctx bounds all of it. A
 // failed connect wraps the errno rconnect would set: ECONNREFUSED when the
@@ -136,7 +137,7 @@ func retry(ctx context.Context, step func(context.Context) error) error {
 func resolve(ctx context.Context, network, address string, listen bool) (netip.AddrPort, error) {
 	var family string
 	switch network {
-	case "tcp":
+	case "tcp", "rsocket":
 		family = "ip"
 	case "tcp4":
 		family = "ip4"
@@ -208,7 +209,8 @@ type Listener struct {
 }
 
 // Listen listens on address ("host:port"; an empty host listens on every
-// RDMA device, port 0 picks one) on network "tcp", "tcp4" or "tcp6".
+// RDMA device, port 0 picks one) on network "tcp", "tcp4" or "tcp6", or
+// "rsocket" (what Addr.Network returns; the same as "tcp").
 func Listen(network, address string, opts ...Option) (*Listener, error) {
 	cfg := newConfig(opts)
 	addr, err := resolve(context.Background(), network, address, true)

@@ -11,6 +11,10 @@
 //	c, err := rsocket.Dial(ctx, "tcp", "169.254.77.1:7471")
 //	_, err = c.Write(msg)
 //
+// A runnable server and client are the package's Example
+// (example_test.go; pkg.go.dev shows it, go doc does not), which runs on
+// rxe0's address in the test bed (hack/vm).
+//
 // The package is named for the protocol, which is what users of
 // librdmacm know it by, and to leave the names rstream, riostream and
 // rcopy to the tools built on it.

@@ -19,12 +19,12 @@ const (
 
 // Limits of the options.
 const (
-	MaxQueueSize   = qpMaxSize // RS_QP_MAX_SIZE: also capped at the device's max_qp_wr
-	MinQueueSize   = qpMinSize // RS_QP_MIN_SIZE
-	MinBufferSize  = 2 * sndLowat
-	MaxBufferSize  = 1 << 30
-	MaxIOMapSize   = 0x7f << 8 // the most the conn data's one byte can say
-	MaxInlineLimit = qpMaxSize
+	MaxQueueSize   = 0xFFFE  // queue entries (RS_QP_MAX_SIZE), also capped at the device's max_qp_wr
+	MinQueueSize   = 16      // queue entries (RS_QP_MIN_SIZE)
+	MinBufferSize  = 4096    // bytes: twice the send room a message needs (RS_SNDLOWAT)
+	MaxBufferSize  = 1 << 30 // bytes
+	MaxIOMapSize   = 0x7F00  // mappings: the most the conn data's one byte can say (0x7f << 8)
+	MaxInlineLimit = 0xFFFE  // bytes (RS_QP_MAX_SIZE, as C caps it)
 )
 
 // An Option configures Dial or Listen. A Listener hands its options on to

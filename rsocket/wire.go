@@ -9,14 +9,14 @@ import (
 // Protocol constants of librdmacm's rsocket.c (rdma-core v44.0, lines
 // 63-70 and 201-233). The names are C's, without the RS_ prefix.
 const (
-	olapStartSize = 2048   // RS_OLAP_START_SIZE: the first chunk of a write
-	maxTransfer   = 65536  // RS_MAX_TRANSFER: the largest chunk
-	sndLowat      = 2048   // RS_SNDLOWAT: send-buffer room needed to send
-	qpMinSize     = 16     // RS_QP_MIN_SIZE
-	qpMaxSize     = 0xFFFE // RS_QP_MAX_SIZE
-	qpCtrlSize    = 4      // RS_QP_CTRL_SIZE: control messages in flight
-	sglSize       = 2      // RS_SGL_SIZE: entries of the target SGL
-	connRetries   = 6      // RS_CONN_RETRIES: address and route resolution
+	olapStartSize = 2048         // RS_OLAP_START_SIZE: the first chunk of a write
+	maxTransfer   = 65536        // RS_MAX_TRANSFER: the largest chunk
+	sndLowat      = 2048         // RS_SNDLOWAT: send-buffer room needed to send
+	qpMinSize     = MinQueueSize // RS_QP_MIN_SIZE
+	qpMaxSize     = MaxQueueSize // RS_QP_MAX_SIZE
+	qpCtrlSize    = 4            // RS_QP_CTRL_SIZE: control messages in flight
+	sglSize       = 2            // RS_SGL_SIZE: entries of the target SGL
+	connRetries   = 6            // RS_CONN_RETRIES: address and route resolution
 
 	sgeSize      = 16 // struct rs_sge
 	iomapSize    = 24 // struct rs_iomap
@@ -233,3 +233,12 @@ func roundIOMap(v int) int {
 	}
 	return unscaleIOMap(scaleIOMap(v))
 }
+
+// The exported limits spell their values out for go doc; these tie them
+// to the protocol's constants (a compile error if they drift apart).
+var (
+	_ [MinBufferSize - 2*sndLowat]struct{}
+	_ [2*sndLowat - MinBufferSize]struct{}
+	_ [MaxInlineLimit - qpMaxSize]struct{}
+	_ [qpMaxSize - MaxInlineLimit]struct{}
+)

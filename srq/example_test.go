@@ -57,7 +57,7 @@ func Example() {
 		}
 	}
 	for i := range q {
-		peer, err := q[1-i].Endpoint(1)
+		peer, err := q[1-i].PeerInfo(1)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -30,7 +30,7 @@ func GIDFromAddr(a netip.Addr) GID {
 }
 
 // MarshalText implements encoding.TextMarshaler: the GID as String formats
-// it, so that a GID travels in JSON (a qp.Endpoint, for one) as
+// it, so that a GID travels in JSON (a qp.PeerInfo, for one) as
 // "::ffff:169.254.77.1" rather than as 16 numbers.
 func (g GID) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
 

@@ -101,14 +101,14 @@ func newPPBed(t *testing.T) *ppBed {
 // beyond an RC QP: a UC QP (CREATE_QP), a UD QP and an address handle
 // (verbs.PD.CreateAH). It returns the first refusal, verbs.ErrNotCapable
 // where the device lacks it (qemu's pvrdma model: no UC).
-func offers(t *testing.T, ctx *verbs.Context, typ string) lack {
+func offers(t *testing.T, dev *verbs.Context, typ string) lack {
 	t.Helper()
-	pd, err := ctx.AllocPD()
+	pd, err := dev.AllocPD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pd.Close()
-	c, err := cq.New(ctx, cq.Options{CQE: 4})
+	c, err := cq.New(dev, cq.Options{CQE: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func offers(t *testing.T, ctx *verbs.Context, typ string) lack {
 	}
 	q.Close()
 	if typ == "ud" {
-		path := testutil.Path(t, ctx)
+		path := testutil.Path(t, dev)
 		ah, err := pd.CreateAH(&path)
 		if err != nil {
 			return lack{err, "address handles (CREATE_AH), which the Go side's UD uses"}

@@ -4,6 +4,7 @@
 # (169.254.77.2), and the host's root file system mounted read-only.
 #
 # Usage: hack/vm/run.sh [options] -- CMD [ARGS...]
+#        hack/vm/run.sh [options] --server 'SERVER CMD' [--server-port PORT] -- CLIENT [ARGS...]
 #
 #   --timeout SECONDS  kill the VM and fail after this long (default 1800)
 #   --cpus N           guest CPUs (default 2)
@@ -13,6 +14,16 @@
 #   --arch ARCH        the guest's architecture: amd64 (default) or arm64
 #   --bind DIR         arm64 only: also show host directory DIR (read-only)
 #                      in the guest (repeatable; see "arm64" below)
+#   --server 'CMD'     a server and its client in one VM: start CMD (a bash
+#                      command line), wait until it listens (an rdma_cm ID
+#                      or TCP socket in LISTEN that was not there before),
+#                      run the client (the command after --), then wait for
+#                      the server to exit; the status is the client's if it
+#                      failed, else the server's. hack/vm/server-client.sh
+#                      does it and documents the rest. For example:
+#                      run.sh --server 'goverbs rdma_server -p 7471' \
+#                             -- goverbs rdma_client -s 169.254.77.1 -p 7471
+#   --server-port PORT wait for a listener on PORT only (with --server)
 #   -v                 copy the kernel log to stderr while the VM runs
 #   --prepare          build everything the VM needs (packages, kernel, siw.ko,
 #                      arm64 userland, initramfs) and exit 0 without booting
@@ -103,6 +114,8 @@ rw_dirs=()
 bind_dirs=()
 link=
 prepare=
+server=
+server_port=
 
 # Modules the guest needs, in load order; run.sh expands each to its
 # dependencies. crc32_generic is no symbol dependency of rdma_rxe (rxe asks the
@@ -118,7 +131,13 @@ guest_modules=(
 # Bump when the initramfs layout changes in a way the hash below cannot see.
 initramfs_format=1
 
+# usage prints the header above; to stdout and status 0 when asked for
+# (-h), else to stderr and status 2.
 usage() {
+	if [[ ${1:-} == help ]]; then
+		sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+		exit 0
+	fi
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
@@ -141,16 +160,24 @@ while (($# > 0)); do
 	--arch=*) arch=${1#*=}; shift ;;
 	--bind) bind_dirs+=("${2:?--bind needs a directory}"); shift 2 ;;
 	--bind=*) bind_dirs+=("${1#*=}"); shift ;;
+	--server) server=${2:?--server needs a command}; shift 2 ;;
+	--server=*) server=${1#*=}; shift ;;
+	--server-port) server_port=${2:?--server-port needs a port}; shift 2 ;;
+	--server-port=*) server_port=${1#*=}; shift ;;
 	-v) verbose=1; shift ;;
 	--prepare) prepare=1; shift ;;
 	--link) link=${2:?--link needs MODE:PORT:ADDR}; shift 2 ;;
 	--link=*) link=${1#*=}; shift ;;
-	-h | --help) usage ;;
+	-h | --help) usage help ;;
 	--) shift; break ;;
 	*) echo "vm: unknown option $1 (the command goes after --)" >&2; usage ;;
 	esac
 done
 (($# > 0)) || [[ -n $prepare ]] || usage
+[[ -z $server_port || -n $server ]] || die "--server-port needs --server"
+if [[ -n $server ]]; then
+	set -- "$here/server-client.sh" ${server_port:+--port "$server_port"} --server "$server" -- "$@"
+fi
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || die "--timeout wants seconds, got '$timeout'"
 [[ $boot_timeout =~ ^[0-9]+$ && $boot_timeout -gt 0 ]] || die "GOVERBS_VM_BOOT_TIMEOUT wants seconds, got '$boot_timeout'"
 [[ $cpus =~ ^[0-9]+$ && $cpus -gt 0 ]] || die "--cpus wants a number, got '$cpus'"

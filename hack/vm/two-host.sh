@@ -3,6 +3,7 @@
 # bed for fault tests (make faults).
 #
 # Usage: hack/vm/two-host.sh [--timeout SECONDS] [--rerun-after-panic] -- CMD [ARGS...]
+#        hack/vm/two-host.sh -h|--help   (this text)
 #
 # VM a (169.254.77.11) and VM b (169.254.77.12) each boot with run.sh --link:
 # one virtio-net NIC, eth0, joined to the other VM's by a qemu socket netdev
@@ -36,17 +37,19 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 timeout=${GOVERBS_VM_TIMEOUT:-900}
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 rerun_after_panic=
 while (($# > 0)); do
 	case $1 in
 	--timeout) timeout=${2:?--timeout needs a value}; shift 2 ;;
 	--timeout=*) timeout=${1#*=}; shift ;;
 	--rerun-after-panic) rerun_after_panic=1; shift ;;
+	-h | --help) usage; exit 0 ;;
 	--) shift; break ;;
-	*) echo "two-host: unknown option $1 (the command goes after --)" >&2; exit 2 ;;
+	*) echo "two-host: unknown option $1 (the command goes after --)" >&2; usage >&2; exit 2 ;;
 	esac
 done
-(($# > 0)) || { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2; exit 2; }
+(($# > 0)) || { usage >&2; exit 2; }
 
 if [[ -n ${GOVERBS_VM_LOCK:-} ]]; then
 	exec 7>>"$GOVERBS_VM_LOCK"

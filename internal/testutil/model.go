@@ -63,16 +63,16 @@ func qemuPvrdma(drv verbs.Driver, a *verbs.DeviceAttr) bool {
 
 // HasModelBug reports whether ctx's device has bug, and logs it when so,
 // so that the test's log says what it left out and why.
-func HasModelBug(t testing.TB, ctx *verbs.Context, bug ModelBug) bool {
+func HasModelBug(t testing.TB, dev *verbs.Context, bug ModelBug) bool {
 	t.Helper()
-	a, err := ctx.QueryDevice()
+	a, err := dev.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var has bool
 	switch bug {
 	case QemuPvrdmaArmDisarms, QemuPvrdmaSendOnly, QemuPvrdmaAHCache:
-		has = qemuPvrdma(ctx.Device().Driver, a)
+		has = qemuPvrdma(dev.Device().Driver, a)
 	default:
 		t.Fatalf("HasModelBug: unknown bug %q", bug)
 	}

@@ -18,10 +18,10 @@ import (
 
 // GIDIndex returns the GID table index of the test address on port 1 (the
 // IPv4-mapped RoCEv2 GID), as ibv_rc_pingpong's -g takes it.
-func GIDIndex(t testing.TB, ctx *verbs.Context) (int, verbs.GID) {
+func GIDIndex(t testing.TB, dev *verbs.Context) (int, verbs.GID) {
 	t.Helper()
 	want := netip.MustParseAddr(Addr(t))
-	table, err := ctx.QueryGIDTable()
+	table, err := dev.QueryGIDTable()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,14 @@ func GIDIndex(t testing.TB, ctx *verbs.Context) (int, verbs.GID) {
 			return e.Index, e.GID
 		}
 	}
-	t.Fatalf("no GID for %s on %s", want, ctx.Device().Name)
+	t.Fatalf("no GID for %s on %s", want, dev.Device().Name)
 	return 0, verbs.GID{}
 }
 
 // Path returns the RoCE path from the test device to itself.
-func Path(t testing.TB, ctx *verbs.Context) verbs.AHAttr {
+func Path(t testing.TB, dev *verbs.Context) verbs.AHAttr {
 	t.Helper()
-	idx, gid := GIDIndex(t, ctx)
+	idx, gid := GIDIndex(t, dev)
 	return verbs.AHAttr{IsGlobal: true, Port: 1, GRH: verbs.GlobalRoute{DGID: gid, SGIDIndex: uint8(idx), HopLimit: 1}}
 }
 
@@ -89,25 +89,25 @@ var ConnectCM func(t testing.TB, pd *verbs.PD, a, b qp.Options) (*qp.QP, *qp.QP)
 
 // IWARP reports whether the device's transport is iWARP (node type RNIC):
 // RC only, QPs connected only through rdma_cm.
-func IWARP(ctx *verbs.Context) bool {
-	return ctx.Device().NodeType.Transport() == verbs.TransportIWARP
+func IWARP(dev *verbs.Context) bool {
+	return dev.Device().NodeType.Transport() == verbs.TransportIWARP
 }
 
 // SkipUnlessQPType skips the test unless the device's transport has QPs
 // of type typ: iWARP has RC only.
-func SkipUnlessQPType(t testing.TB, ctx *verbs.Context, typ qp.Type) {
+func SkipUnlessQPType(t testing.TB, dev *verbs.Context, typ qp.Type) {
 	t.Helper()
-	SkipUnlessCap(t, typ == qp.RC || !IWARP(ctx),
-		typ.String()+" QPs on transport "+ctx.Device().NodeType.Transport().String()+" (node type "+strconv.Itoa(int(ctx.Device().NodeType))+")")
+	SkipUnlessCap(t, typ == qp.RC || !IWARP(dev),
+		typ.String()+" QPs on transport "+dev.Device().NodeType.Transport().String()+" (node type "+strconv.Itoa(int(dev.Device().NodeType))+")")
 }
 
 // SkipUnlessModifyConnects skips the test unless the device's QPs can be
 // connected with QP modify alone (RTR with a path and a peer QP number):
 // on iWARP the connection manager drives the QP states.
-func SkipUnlessModifyConnects(t testing.TB, ctx *verbs.Context) {
+func SkipUnlessModifyConnects(t testing.TB, dev *verbs.Context) {
 	t.Helper()
-	SkipUnlessCap(t, !IWARP(ctx), "connection of QPs by QP modify (transport "+
-		ctx.Device().NodeType.Transport().String()+" connects QPs only through rdma_cm)")
+	SkipUnlessCap(t, !IWARP(dev), "connection of QPs by QP modify (transport "+
+		dev.Device().NodeType.Transport().String()+" connects QPs only through rdma_cm)")
 }
 
 // SkipIfNotCapable skips the test when err is verbs.ErrNotCapable: goverbs

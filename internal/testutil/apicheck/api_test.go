@@ -38,14 +38,14 @@ var plumbing = map[string][]string{
 // each mirrors (the rule: no Get on a getter, except where the name is
 // that of the rdma-core or librpma function users search for).
 var getters = map[string]string{
-	"cm.ID.GetRequest":        "rdma_get_request",
-	"cm.EP.GetRequest":        "rdma_get_request",
-	"cm.GetAddrInfo":          "rdma_getaddrinfo",
-	"cm.Endpoint.GetRecvComp": "rdma_get_recv_comp",
-	"cm.Endpoint.GetSendComp": "rdma_get_send_comp",
-	"rpma.CQ.GetWC":           "rpma_cq_get_wc",
-	"rpma.CQ.GetCompletion":   "rpma_cq_get_completion",
-	"rpma.GetIBVContext":      "rpma_utils_get_ibv_context",
+	"cm.ID.GetRequest":      "rdma_get_request",
+	"cm.EP.GetRequest":      "rdma_get_request",
+	"cm.GetAddrInfo":        "rdma_getaddrinfo",
+	"cm.Queues.GetRecvComp": "rdma_get_recv_comp",
+	"cm.Queues.GetSendComp": "rdma_get_send_comp",
+	"rpma.CQ.GetWC":         "rpma_cq_get_wc",
+	"rpma.CQ.GetCompletion": "rpma_cq_get_completion",
+	"rpma.GetIBVContext":    "rpma_utils_get_ibv_context",
 }
 
 // initialisms are written in one case in exported names (Go style:

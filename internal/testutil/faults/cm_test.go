@@ -73,7 +73,7 @@ func cmDrive(t *testing.T, iters int, fault string) {
 	if err := id.ResolveRoute(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e, err := id.NewEndpoint(nil, qp.Caps{MaxSendWR: 2 * window, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	e, err := id.NewQueues(nil, qp.Caps{MaxSendWR: 2 * window, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func cmRespond(c *ctl, su setup, addr string) error {
 	if err != nil {
 		return err
 	}
-	e, err := id.NewEndpoint(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: su.Recvs, MaxSendSGE: 1, MaxRecvSGE: 1})
+	e, err := id.NewQueues(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: su.Recvs, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		return err
 	}
@@ -586,7 +586,7 @@ func cmConnectOnce(n int, bound time.Duration) (r cmConnResult) {
 		r.err = err
 		return r
 	}
-	e, err := id.NewEndpoint(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	e, err := id.NewQueues(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		r.err = err
 		return r
@@ -615,13 +615,7 @@ func cmConnectOnce(n int, bound time.Duration) (r cmConnResult) {
 	r.ackTimeout = attr.Timeout
 	message(m.Bytes(), uint64(n), n)
 	if r.sendErr = e.PostSend(uint64(n), m.Bytes(), m, verbs.SendSignaled); r.sendErr == nil {
-		wc, err := e.GetSendComp(ctx)
-		switch {
-		case err != nil:
-			r.sendErr = err
-		default:
-			r.sendErr = wc.Err() // a *verbs.WCError, nil on success
-		}
+		_, r.sendErr = e.GetSendComp(ctx) // a *verbs.WCError for a failed SEND
 	}
 	began = time.Now()
 	if r.discoErr = id.Disconnect(); r.discoErr == nil {
@@ -737,7 +731,7 @@ func cmServeOne(id *cm.ID, mu *sync.Mutex, rep *report) error {
 	defer id.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), ctlWait)
 	defer cancel()
-	e, err := id.NewEndpoint(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	e, err := id.NewQueues(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		id.Reject(nil)
 		return err

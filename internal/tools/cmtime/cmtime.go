@@ -28,7 +28,7 @@
 // included. So the first call creates a send and a receive CQ, each with
 // a completion channel, and every later QP of either end completes on
 // those two (rdma-core 44, cmtime.c and cma.c). Here the first QP on a
-// device is made as a cm.Endpoint, which creates the pair, and every later
+// device is made as a cm.Queues, which creates the pair, and every later
 // QP uses the endpoint's CQs; the endpoint lives until the tool ends. All
 // QPs share one PD (librdmacm's per-device default PD; allocated before
 // the step is timed). Every device is opened before the first step, as
@@ -80,12 +80,12 @@ var stepName = [stepCount]string{"create id", "bind addr", "resolve addr", "reso
 var caps = qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 
 // qpMaker creates the QPs, one CQ pair per device (see the package
-// comment): a device's first QP is made as a cm.Endpoint, which creates
+// comment): a device's first QP is made as a cm.Queues, which creates
 // the send and the receive CQ with their completion channels, and every
 // later QP on the device completes on that endpoint's CQs.
 type qpMaker struct {
 	mu  sync.Mutex
-	eps map[*verbs.Context]*cm.Endpoint
+	eps map[*verbs.Context]*cm.Queues
 }
 
 // create gives id its QP on pd. The ID owns the QP.
@@ -100,12 +100,12 @@ func (m *qpMaker) create(id *cm.ID, pd *verbs.PD) (*qp.QP, error) {
 		return id.CreateQP(pd, qp.Options{SendCQ: ep.SendCQ(), RecvCQ: ep.RecvCQ(), Caps: caps})
 	}
 	defer m.mu.Unlock()
-	ep, err := id.NewEndpoint(pd, caps)
+	ep, err := id.NewQueues(pd, caps)
 	if err != nil {
 		return nil, err
 	}
 	if m.eps == nil {
-		m.eps = make(map[*verbs.Context]*cm.Endpoint)
+		m.eps = make(map[*verbs.Context]*cm.Queues)
 	}
 	m.eps[dev] = ep
 	return ep.QP(), nil
@@ -268,7 +268,7 @@ func openDevices(ch *cm.Channel) (func(), error) {
 // addrInfo is the C tool's get_rdma_addr: rdma_getaddrinfo of the
 // destination (or, passive, of the bind address), with the bind address as
 // the source.
-func addrInfo(ctx context.Context, o options, passive bool) (*cm.EndpointInfo, error) {
+func addrInfo(ctx context.Context, o options, passive bool) (*cm.EPInfo, error) {
 	h := &cm.Hints{PortSpace: cm.TCP, QPType: qp.RC}
 	if passive {
 		h.Flags = cm.AIPassive

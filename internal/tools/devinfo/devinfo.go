@@ -334,8 +334,8 @@ func printFlags(p func(string, ...any), v uint64, names []flagName, unknownFmt s
 	}
 }
 
-func printGIDs(p func(string, ...any), ctx *verbs.Context, port int, pa *verbs.PortAttr) error {
-	table, err := ctx.QueryGIDTable()
+func printGIDs(p func(string, ...any), dev *verbs.Context, port int, pa *verbs.PortAttr) error {
+	table, err := dev.QueryGIDTable()
 	if err != nil {
 		return err
 	}

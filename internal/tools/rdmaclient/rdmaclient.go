@@ -51,7 +51,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 		return perror("rdma_create_ep", err)
 	}
 	defer ep.Close()
-	e := ep.Endpoint()
+	e := ep.Queues()
 	m, err := rdmaep.NewMessages("rdma_client", e, stdout)
 	if err != nil {
 		return perror("rdma_reg_msgs for recv_msg", err)

@@ -83,7 +83,7 @@ type Messages struct {
 // NewMessages checks the inline size the QP got, as the C programs do
 // (printing their line when it is too small), and registers the messages on
 // the endpoint's PD. Close the MR when done.
-func NewMessages(prog string, e *cm.Endpoint, stdout io.Writer) (*Messages, error) {
+func NewMessages(prog string, e *cm.Queues, stdout io.Writer) (*Messages, error) {
 	m := &Messages{}
 	if e.QP().Caps().MaxInlineData >= MsgSize {
 		m.Flags = verbs.SendInline

@@ -57,7 +57,7 @@ func run(ctx context.Context, port string, stdout, stderr io.Writer) int {
 		return perror("rdma_get_request", err)
 	}
 	defer conn.Close()
-	e := conn.Endpoint()
+	e := conn.Queues()
 	m, err := rdmaep.NewMessages("rdma_server", e, stdout)
 	if err != nil {
 		return perror("rdma_reg_msgs for recv_msg", err)

@@ -93,7 +93,7 @@ const spinCheck = 4096
 // cmMessenger carries the exchange over an rdma_cm connection.
 type cmMessenger struct {
 	id   *cm.ID
-	ep   *cm.Endpoint
+	ep   *cm.Queues
 	mr   *mr.MR
 	send []byte // our message
 	recv []byte // the posted receive
@@ -106,7 +106,7 @@ type cmMessenger struct {
 // newCMMessenger creates the exchange QP on id (bound to a device) and
 // posts its receive.
 func newCMMessenger(id *cm.ID) (*cmMessenger, error) {
-	ep, err := id.NewEndpoint(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	ep, err := id.NewQueues(nil, qp.Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		return nil, fmt.Errorf("perftest: rdma_cm exchange QP: %w", err)
 	}

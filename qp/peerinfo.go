@@ -7,11 +7,11 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// Endpoint is what a peer needs to connect its QP to this one: the values
+// PeerInfo is what a peer needs to connect its QP to this one: the values
 // two programs exchange out of band (over TCP, say) before QP.Connect.
-// QP.Endpoint fills it in. Its GID encodes as text, so the whole value
+// QP.PeerInfo fills it in. Its GID encodes as text, so the whole value
 // travels as JSON: {"QPN":17,"PSN":1234,"LID":0,"GID":"::ffff:169.254.77.1","MTU":3}.
-type Endpoint struct {
+type PeerInfo struct {
 	QPN uint32    // the QP's number
 	PSN uint32    // the first packet sequence number it sends with (24 bits)
 	LID uint16    // its port's LID (InfiniBand; 0 on RoCE)
@@ -19,7 +19,7 @@ type Endpoint struct {
 	MTU verbs.MTU // its port's active MTU; 0 if unknown
 }
 
-// Endpoint returns q's endpoint on its device's port (numbered from 1):
+// PeerInfo returns what a peer needs to connect to q on its device's port (numbered from 1):
 // QP number, starting send PSN, and the port's LID, routable GID and
 // active MTU, read from the device on each call. Connect sends from that
 // PSN, so give the peer this value, not a copy with another PSN.
@@ -28,16 +28,16 @@ type Endpoint struct {
 // QP's number and handle with a key drawn once per process), so that
 // packets of an earlier QP with the same number are unlikely to be taken
 // for this one's; no state is kept for it.
-func (q *QP) Endpoint(port int) (Endpoint, error) {
+func (q *QP) PeerInfo(port int) (PeerInfo, error) {
 	if q.isClosed() {
-		return Endpoint{}, fmt.Errorf("qp: endpoint: %w", verbs.ErrClosed)
+		return PeerInfo{}, fmt.Errorf("qp: peer info: %w", verbs.ErrClosed)
 	}
 	dev := q.PD().Context()
 	pa, err := dev.QueryPort(port)
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("qp: endpoint: %w", err)
+		return PeerInfo{}, fmt.Errorf("qp: peer info: %w", err)
 	}
-	ep := Endpoint{QPN: q.QPN(), PSN: q.startPSN(), LID: pa.LID, MTU: pa.ActiveMTU}
+	ep := PeerInfo{QPN: q.QPN(), PSN: q.startPSN(), LID: pa.LID, MTU: pa.ActiveMTU}
 	g, err := dev.RoutableGID(port)
 	switch {
 	case err == nil:
@@ -45,7 +45,7 @@ func (q *QP) Endpoint(port int) (Endpoint, error) {
 	case pa.LinkLayer == verbs.LinkLayerEthernet:
 		// RoCE has no route without a GID; on InfiniBand the LID
 		// suffices.
-		return Endpoint{}, fmt.Errorf("qp: endpoint: %w", err)
+		return PeerInfo{}, fmt.Errorf("qp: peer info: %w", err)
 	}
 	return ep, nil
 }
@@ -53,7 +53,7 @@ func (q *QP) Endpoint(port int) (Endpoint, error) {
 // psnSeed keys the hash that gives each QP its starting PSN.
 var psnSeed = maphash.MakeSeed()
 
-// startPSN is the send PSN Endpoint advertises and Connect uses.
+// startPSN is the send PSN PeerInfo advertises and Connect uses.
 func (q *QP) startPSN() uint32 {
 	return uint32(maphash.Comparable(psnSeed, [2]uint32{q.QPN(), q.Handle()})) & 0xffffff
 }
