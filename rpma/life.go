@@ -14,20 +14,23 @@ import (
 // with it, so that a wait for a message the peer will never send does not
 // outlast the connection.
 type life struct {
-	id  *cm.ID
-	ctx context.Context // done once the connection is over
+	done <-chan struct{} // closed when the connection ends (cm.ID.Done)
+	why  func() error    // why it ended (cm.ID.Err)
+	ctx  context.Context // done once done is closed
 }
 
 // newLife watches id with one goroutine, which returns when the
 // connection ends or the ID is closed.
-func newLife(id *cm.ID) *life {
+func newLife(id *cm.ID) *life { return watchLife(id.Done(), id.Err) }
+
+// watchLife is newLife for any end signal.
+func watchLife(done <-chan struct{}, why func() error) *life {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &life{id: id, ctx: ctx}
 	go func() {
-		<-id.Done()
+		<-done
 		cancel()
 	}()
-	return l
+	return &life{done: done, why: why, ctx: ctx}
 }
 
 // over reports whether the connection has ended. It asks the ID, not
@@ -37,7 +40,7 @@ func (l *life) over() bool {
 		return false
 	}
 	select {
-	case <-l.id.Done():
+	case <-l.done:
 		return true
 	default:
 		return false
@@ -48,7 +51,7 @@ func (l *life) over() bool {
 // wrapping why it ended (errors.Is(err, cm.ErrDisconnected) holds after a
 // disconnect, either side's).
 func (l *life) err() error {
-	why := l.id.Err()
+	why := l.why()
 	if why == nil { // closed before Done's reason was recorded: cannot happen, but say something
 		why = cm.ErrClosed
 	}
