@@ -392,6 +392,13 @@ func (r *ConnReq) Connect(ctx context.Context, pdata []byte) (*Conn, error) {
 		return nil, provider(err)
 	}
 	c.raw = raw
+	// From here the connection's waits end with it; the failures below
+	// close c, which ends its life too.
+	c.life = newLife(r.id)
+	c.cq.life = c.life
+	if c.rcq != nil {
+		c.rcq.life = c.life
+	}
 	if r.active {
 		ev, err := r.id.Connect(ctx, param)
 		var evErr *cm.EventError
@@ -452,6 +459,8 @@ type Conn struct {
 	srq      *SRQ
 	raw      *mr.MR // flush target
 	pdata    []byte
+	life     *life   // ends the completion waits when the connection ends
+	wait     waitCtx // Wait's context
 
 	evMu  sync.Mutex
 	first ConnEvent // delivered before the ID's events
@@ -532,6 +541,25 @@ func (c *Conn) ComplFD() (int, error) {
 
 // Wait waits on the shared completion channel and returns the CQ that got
 // a completion event and whether it is the receive CQ (rpma_conn_wait).
+// The event is acknowledged and the CQ re-armed before Wait returns; take
+// the completions with the CQ's GetWC. A wake-up with nothing to collect
+// is normal (the event of a completion an earlier GetWC already took).
+//
+// Wait ends with the connection. Once the connection is over (the peer
+// disconnected, our own Disconnect was answered, the device went away, or
+// Close), a Wait that is blocked returns at once, and a later one does not
+// block: each still returns a CQ that holds completions, and when neither
+// does, fails with ErrNoCompletion wrapping why the connection ended
+// (errors.Is(err, cm.ErrDisconnected) after a disconnect). A message the
+// peer will never send, such as one a librpma peer flushed by
+// disconnecting right after posting it, thus ends the wait for it instead
+// of blocking it for ever (librpma's rpma_conn_wait blocks). The
+// connection's end takes precedence over ctx's: a wait that both end
+// reports the connection's.
+//
+// Wait from one goroutine at a time. It fails with ErrNotSharedChannel
+// without a shared channel (ConnCfg.SharedChannel; use CQ.Wait), and with
+// ErrNoCompletion wrapping ctx's error when ctx ends the wait.
 func (c *Conn) Wait(ctx context.Context) (*CQ, bool, error) {
 	if c == nil {
 		return nil, false, ErrInval
@@ -539,9 +567,24 @@ func (c *Conn) Wait(ctx context.Context) (*CQ, bool, error) {
 	if c.sharedCh == nil {
 		return nil, false, ErrNotSharedChannel
 	}
-	got, err := cq.WaitChannel(ctx, c.sharedCh)
-	if err != nil {
-		return nil, false, wrap(ErrNoCompletion, err)
+	var got *cq.CQ
+	if !c.life.over() {
+		var err error
+		got, err = cq.WaitChannel(c.wait.with(ctx, c.life), c.sharedCh)
+		if err != nil && !c.life.over() {
+			return nil, false, wrap(ErrNoCompletion, err)
+		}
+	}
+	if got == nil {
+		// The connection is over: what its CQs hold, then the end.
+		switch {
+		case c.cq.cq.Pending():
+			got = c.cq.cq
+		case c.rcq != nil && c.rcq.cq.Pending():
+			got = c.rcq.cq
+		default:
+			return nil, false, c.life.err()
+		}
 	}
 	var which *CQ
 	switch {

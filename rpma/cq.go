@@ -16,6 +16,8 @@ type CQ struct {
 	ch     *verbs.CompChannel
 	shared bool
 	ownCh  bool
+	life   *life   // the connection's, or nil (an SRQ's CQ)
+	wait   waitCtx // Wait's context
 
 	mu sync.Mutex
 	wc [1]verbs.WorkCompletion
@@ -52,7 +54,12 @@ func (c *CQ) FD() int { return c.ch.FD() }
 // Wait waits for the CQ's next completion event, acknowledges it and
 // re-arms the CQ (rpma_cq_wait). A wake-up with nothing to collect is
 // normal. It fails with ErrSharedChannel on a shared channel (use
-// Conn.Wait), and with ErrNoCompletion when the wait fails (ctx ended).
+// Conn.Wait), and with ErrNoCompletion when ctx ends the wait.
+//
+// A connection's CQ ends its waits with the connection, as Conn.Wait
+// does: once the connection is over, Wait returns at once, nil if the CQ
+// holds completions, else ErrNoCompletion wrapping why the connection
+// ended. An SRQ's CQ serves many connections and waits on.
 func (c *CQ) Wait(ctx context.Context) error {
 	if c == nil {
 		return inval("rpma: CQ wait: no CQ")
@@ -60,9 +67,24 @@ func (c *CQ) Wait(ctx context.Context) error {
 	if c.shared {
 		return ErrSharedChannel
 	}
-	if _, err := cq.WaitChannel(ctx, c.ch); err != nil {
-		return wrap(ErrNoCompletion, err)
+	if !c.life.over() {
+		_, err := cq.WaitChannel(c.wait.with(ctx, c.life), c.ch)
+		if err != nil && !c.life.over() {
+			return wrap(ErrNoCompletion, err)
+		}
+		if err == nil {
+			return c.rearm()
+		}
 	}
+	// The connection is over: what the CQ holds, then the end.
+	if !c.cq.Pending() {
+		return c.life.err()
+	}
+	return c.rearm()
+}
+
+// rearm arms the CQ for its next completion.
+func (c *CQ) rearm() error {
 	if err := c.cq.ReqNotify(false); err != nil {
 		return provider(err)
 	}

@@ -9,6 +9,14 @@
 //
 // Where librpma passes a void *op_context, this package takes a uint64
 // that comes back as the completion's WRID.
+//
+// One difference in behaviour: a connection's completion waits end with
+// the connection. Once the peer has disconnected (or our Disconnect was
+// answered, or the device went away), Conn.Wait and the CQ.Wait of the
+// connection's CQs return at once with what the CQs hold, and then with
+// ErrNoCompletion, where librpma's rpma_conn_wait and rpma_cq_wait block
+// until a completion comes, which for a message the peer never sent is
+// never.
 package rpma
 
 import (

@@ -363,10 +363,20 @@ rcq_client(const struct ex_args *a, int scch)
 			usleep(usec);
 	}
 	*b.send = DONE;
-	/* signaled and waited for before disconnecting: see pingpong_client */
-	ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ALWAYS, NULL);
-	if (ret == 0)
-		ret = rcq_wc(conn, scch, IBV_WC_SEND);
+	if (getenv("RPMAEX_LIBRPMA_END")) {
+		/*
+		 * As librpma's own example ends: DONE unsignaled and a disconnect
+		 * at once, which on 6.12 can flush DONE before it leaves (see
+		 * pingpong_client). The server must then see the disconnect end
+		 * its wait instead of waiting for DONE for ever.
+		 */
+		ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ON_ERROR, NULL);
+	} else {
+		/* signaled and waited for before disconnecting: see pingpong_client */
+		ret |= rpma_send(conn, b.send_mr, 0, MSG, RPMA_F_COMPLETION_ALWAYS, NULL);
+		if (ret == 0)
+			ret = rcq_wc(conn, scch, IBV_WC_SEND);
+	}
 	ret |= ex_close_active(&conn);
 	(void) rpma_conn_cfg_delete(&cfg);
 	(void) rpma_peer_delete(&peer);

@@ -136,7 +136,8 @@ type rpxBed struct {
 	addr    string
 	cbin    string
 	rdma    string
-	iwarp   bool // the device's transport is iWARP
+	iwarp   bool     // the device's transport is iWARP
+	cEnv    []string // the C peers' environment; nil: the test's
 }
 
 // cSources are the C peers' sources (rpma/testdata/rpmaex_NAME.c) that
@@ -226,6 +227,7 @@ func (b *rpxBed) tryStart(t *testing.T, impl, example, role string, port int, ar
 		env = append(os.Environ(), EnvRunMain+"=1")
 	case "c":
 		argv = append([]string{b.cbin}, argv...)
+		env = b.cEnv
 	default:
 		return nil, fmt.Errorf("bad impl %q", impl)
 	}
@@ -829,4 +831,66 @@ func Rejected(t *testing.T, example string) {
 	if cli.Stdout.String() != "Received a message: Hello client!\n" || !regexp.MustCompile(`^(Retrying...\n)+$`).MatchString(cli.Stderr.String()) {
 		t.Errorf("client: %v", cli)
 	}
+}
+
+// LibrpmaEnding runs example's Go server (a shared-channel one: its
+// waits are rpma_conn_wait's) against the C client ending as librpma's own
+// example does (RPMAEX_LIBRPMA_END in rpma/testdata): its last message
+// ("I'm done") unsignaled, then a disconnect at once. On rxe of kernels
+// that send from a workqueue (6.12) that disconnect can flush the message
+// before it leaves (docs/kernels.md, section 1), and the Go server waited
+// for it until killed. The server must end every run: well when the
+// message came, else with the disconnect ending its wait (ErrNoCompletion,
+// the receive CQ empty: the message never came) or, where the peer's
+// close flushes the server's receive (iWARP), with that flushed receive; a
+// wait that ran out of the example's 2 minutes fails the test. runs runs
+// are made; how many lost the message is logged.
+func LibrpmaEnding(t *testing.T, example string, runs int) {
+	b := newRPXBed(t, example, true)
+	b.cEnv = append(os.Environ(), "RPMAEX_LIBRPMA_END=1")
+	var c *rpxCase
+	for _, rc := range rpxCases() {
+		if rc.example == example && rc.label == "" {
+			c = rc
+		}
+	}
+	if c == nil || len(c.clients) != 1 || c.srvOut == nil {
+		t.Fatalf("no ping-pong case for %s", example)
+	}
+	// The wait's failure, as common.Env.Fail reports it: the server's
+	// whole stderr when the message was lost.
+	lostRE := regexp.MustCompile(`^` + regexp.QuoteMeta(example) + ` server: rpma_conn_wait: No next completion available: ` +
+		`rpma: the connection is over: RDMA_CM_EVENT_DISCONNECTED \((the CQ|the CQ holds \d+ completions, \d+ events read, the RCQ) holds 0 completions, \d+ events read\)\n$`)
+	lost := 0
+	for run := 0; run < runs; {
+		port := rpxPort()
+		srv := b.start(t, "go", example, "server", port)
+		b.waitListening(t, srv, port)
+		cli, err := b.runClient(t, srv, "c", example, port, c.clients[0]...)
+		srvErr := srv.Wait()
+		if err != nil && cCompletionOrder(c, rpxCell{[]string{"go"}, []string{"c"}}, srv, []*proc.Proc{cli}) != "" {
+			t.Logf("run %d: the C client's completion order (docs/kernels.md); again", run)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("run %d: the C client failed: %v\nserver: %v", run, cli, srv)
+		}
+		if diff := cmp.Diff(c.srvOut, srv.Lines()); diff != "" {
+			t.Fatalf("run %d: server's stdout (-want +got):\n%s\n%v", run, diff, srv)
+		}
+		switch {
+		case srvErr == nil && srv.Stderr.String() == "":
+		case srvErr != nil && lostRE.MatchString(srv.Stderr.String()):
+			lost++
+		case srvErr != nil && srv.Stderr.String() == "rpma_recv() failed: Work Request Flushed Error\n":
+			// iWARP: the peer's close moved the server's QP to the
+			// error state, which flushed the receive posted for the
+			// message: the end came as a completion.
+			lost++
+		default:
+			t.Fatalf("run %d: the server neither ended well nor reported the disconnect that ended its wait: %v\nclient: %v", run, srv, cli)
+		}
+		run++
+	}
+	t.Logf("%d of %d runs lost the C client's last message; the server ended every run", lost, runs)
 }

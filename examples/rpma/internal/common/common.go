@@ -398,12 +398,33 @@ func (e *Env) ConnWaitWC(conn *rpma.Conn) (verbs.WorkCompletion, error) {
 	cq, _, err := conn.Wait(ctx)
 	cancel()
 	if err != nil {
-		return wc[0], e.Fail("rpma_conn_wait", err)
+		// As CQWait: what the CQs hold tells a completion whose event
+		// went missing from one that never came. A peer's disconnect
+		// ends the wait (rpma.Conn.Wait), so a message it never sent
+		// fails here at once.
+		return wc[0], e.Fail("rpma_conn_wait", fmt.Errorf("%w (%s)", err, held(conn)))
 	}
 	if _, err := cq.GetWC(wc[:]); err != nil {
 		return wc[0], e.Fail("rpma_cq_get_wc", err)
 	}
 	return wc[0], nil
+}
+
+// held says how many completions the connection's CQs hold and how many
+// completion events were read for them.
+func held(conn *rpma.Conn) string {
+	s := ""
+	for _, q := range []*rpma.CQ{conn.CQ(), conn.RCQ()} {
+		if q == nil {
+			continue
+		}
+		name := "the CQ"
+		if q == conn.RCQ() {
+			name = ", the RCQ"
+		}
+		s += fmt.Sprintf("%s holds %d completions, %d events read", name, q.CQ().Queued(), q.CQ().Events())
+	}
+	return s
 }
 
 // WaitAndValidate is the shared-channel examples'
