@@ -410,3 +410,22 @@ test-pvrdma-full: bed-test-pvrdma
 
 clean:
 	rm -rf bin .cache/test
+
+## test-mlx5: the mlx5 provider against rdma-core's libmlx5 44, on the host
+## with no device and no VM: each scenario (internal/provider/mlx5/difftest/
+## testdata/scenarios, and MLX5_SCENARIOS=DIR's *.scn) runs through
+## libibverbs + libmlx5 under a fake kernel (an LD_PRELOAD library built here
+## into .cache/mlx5) and through goverbs under the Go fake kernel; their
+## traces (driver data, queue bytes, doorbells, completions) must be equal.
+## Needs gcc, libibverbs-dev and ibverbs-providers (make deps).
+MLX5_CACHE := $(CURDIR)/.cache/mlx5
+MLX5_C     := internal/provider/mlx5/difftest/c
+.PHONY: test-mlx5 mlx5-c
+mlx5-c:
+	@mkdir -p $(MLX5_CACHE)
+	gcc -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $(MLX5_CACHE)/fake.so $(MLX5_C)/fake.c $(MLX5_C)/device.c -ldl
+	gcc -O1 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/driver $(MLX5_C)/driver.c -libverbs -ldl
+test-mlx5: mlx5-c
+	@set -o pipefail; start=$$SECONDS; \
+	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(MLX5_SCENARIOS) $(GO) test -count=1 -race -run '^TestDiff$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log | grep -E '^(=== RUN|--- FAIL|    --- FAIL|FAIL|ok|mlx5 scenarios:)|passed, ' ; \
+	rc=$$?; echo "test-mlx5: $$((SECONDS - start)) s"; exit $$rc
