@@ -157,6 +157,11 @@ const (
 	cqeRespErr     = 14
 	cqeInvalid     = 15
 
+	inlineScatter32 = 0x4 // op_own: the data is in this CQE
+	inlineScatter64 = 0x8 // op_own: the data is in the 64 bytes before it
+
+	qpFlagScatterCQE = 1 << 1 // MLX5_QP_FLAG_SCATTER_CQE
+
 	cqDBReqNotSol = 1 << 24
 	cqDBReqNot    = 0
 

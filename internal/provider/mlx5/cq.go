@@ -184,8 +184,21 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 		}
 		r := p.rq
 		w.ByteLen = be32(unsafe.Add(cqe, cqeByteCnt))
-		w.WRID = r.wrid[r.tail&(r.wqeCnt-1)]
+		idx := r.tail & (r.wqeCnt - 1)
+		w.WRID = r.wrid[idx]
 		atomic.AddUint32(&r.tail, 1)
+		// Scatter to CQE (the QP asks for it, as libmlx5's do): a
+		// small message came in the CQE, not in the buffer.
+		if opOwn&(inlineScatter32|inlineScatter64) != 0 {
+			src := cqe
+			if opOwn&inlineScatter32 == 0 {
+				src = unsafe.Add(cqe, -cqeSize) // the first half of a 128-byte CQE
+			}
+			if st := r.copyIn(idx, src, w.ByteLen, opOwn&inlineScatter32 != 0); st != provider.WCSuccess {
+				w.Status = st
+				return true
+			}
+		}
 		imm := *(*uint32)(unsafe.Add(cqe, cqeImmInval)) // network order, as ibv_wc's imm_data
 		switch opOwn >> 4 {
 		case cqeRespWRImm:
@@ -237,6 +250,28 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 	// Other opcodes (RESIZE_CQ, and ones libmlx5 does not know) come out
 	// as a completion with only the QP number and no flags, as in libmlx5.
 	return true
+}
+
+// copyIn copies n bytes of a scattered CQE at src into the receive WQE
+// idx's buffers (mlx5_copy_to_recv_wqe). Only a 32-byte scatter fits a
+// 64-byte CQE; a 64-byte one there is refused as a length error.
+func (r *recvQueue) copyIn(idx uint32, src unsafe.Pointer, n uint32, in32 bool) provider.WCStatus {
+	if !in32 || n > 32 {
+		return provider.WCLocLenErr
+	}
+	scat := unsafe.Add(r.start, uintptr(idx)<<r.shift)
+	for i := uint32(0); i < r.maxGS && n > 0; i++ {
+		d := unsafe.Add(scat, uintptr(i)*dataSegSize)
+		c := min(n, be32(d))
+		dst := be64(unsafe.Add(d, 8))
+		copy(unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&dst))), c), unsafe.Slice((*byte)(src), c))
+		src = unsafe.Add(src, c)
+		n -= c
+	}
+	if n != 0 {
+		return provider.WCLocLenErr
+	}
+	return provider.WCSuccess
 }
 
 // qp finds the CQE's QP: by user index with CQE version 1, else by QP

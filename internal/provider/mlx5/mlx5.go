@@ -428,6 +428,10 @@ func be16(p unsafe.Pointer) uint16 {
 	return uint16(b[0])<<8 | uint16(b[1])
 }
 
+func be64(p unsafe.Pointer) uint64 {
+	return uint64(be32(p))<<32 | uint64(be32(unsafe.Add(p, 4)))
+}
+
 func putBE32(p unsafe.Pointer, v uint32) {
 	b := (*[4]byte)(p)
 	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)

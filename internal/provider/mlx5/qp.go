@@ -148,7 +148,9 @@ func (c *ucontext) NewQP(attr provider.QPAttr) (provider.QP, error) {
 		p.uidx = 0xffffff
 	}
 	p.cmd = createQP{BufAddr: addr(base), DBAddr: addr(p.db), SQWQECount: p.sqSize / sendWQEBB,
-		RQWQECount: rqCnt, RQWQEShift: rqShift, UIdx: p.uidx}
+		RQWQECount: rqCnt, RQWQEShift: rqShift, UIdx: p.uidx,
+		// libmlx5 asks for scatter to CQE unless MLX5_SCATTER_TO_CQE=0.
+		Flags: qpFlagScatterCQE}
 	return p, nil
 }
 

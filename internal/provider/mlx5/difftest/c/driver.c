@@ -271,10 +271,6 @@ static void run_line(char **tok, int n, char *orig)
 		if (!ctx)
 			die("open: %s", strerror(errno));
 		ibv_free_device_list(list);
-		struct ibv_device_attr attr;
-		if (ibv_query_device(ctx, &attr))
-			die("query_device: %s", strerror(errno));
-		printf("open max_qp_wr=%d max_sge=%d max_cqe=%d\n", attr.max_qp_wr, attr.max_sge, attr.max_cqe);
 	} else if (!strcmp(c, "pd") && n == 2) {
 		struct ibv_pd *pd = ibv_alloc_pd(ctx);
 		if (!pd)

@@ -544,10 +544,14 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 		memcpy(&cqe, in + (ex ? 8 : 16), 4); // legacy: after response and user_handle
 		struct mlx5_ib_create_cq u = {0};
 		memcpy(&u, drv, drvlen < sizeof(u) ? drvlen : sizeof(u));
-		uint32_t nent = cqe + 1;
-		if (ncq == MAXOBJ || (u.cqe_size != 64 && u.cqe_size != 128) || nent & (nent - 1) ||
-		    nent > dev.max_cqe + 1)
+		// The kernel rounds cqe+1 up to a power of two
+		// (mlx5_ib_create_cq) and answers with one less.
+		uint32_t nent = 1;
+		while (nent < cqe + 1 && nent)
+			nent <<= 1;
+		if (ncq == MAXOBJ || (u.cqe_size != 64 && u.cqe_size != 128) || !nent || cqe > dev.max_cqe)
 			return fail(EINVAL);
+		cqe = nent - 1;
 		struct cq *q = &cqs[ncq];
 		q->live = 1;
 		q->cqn = dev.cqn_base + ncq;
