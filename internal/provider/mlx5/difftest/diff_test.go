@@ -29,11 +29,8 @@ import (
 	"github.com/goverbs/goverbs/verbs"
 )
 
-// Where MR buffers go, as in c/driver.c.
-const (
-	mrBase   = 0x7e0000000000
-	mrStride = 0x1000000
-)
+// The largest MR a scenario makes (c/driver.c's MR_STRIDE).
+const mrStride = 0x1000000
 
 // scenarios lists the scenario files: testdata/scenarios and
 // MLX5_SCENARIOS's directory.
@@ -74,17 +71,18 @@ func TestDiff(t *testing.T) {
 	passed, failed := 0, 0
 	for _, f := range scenarios(t) {
 		ok := t.Run(strings.TrimSuffix(filepath.Base(f), ".scn"), func(t *testing.T) {
+			gout, addrs, gerr := runGo(dev, f)
 			cmd := exec.Command(filepath.Join(cdir, "driver"), f)
-			cmd.Env = append(os.Environ(), "FAKE_DEVICE="+dev, "LD_PRELOAD="+filepath.Join(cdir, "fake.so"))
+			cmd.Env = append(os.Environ(), "FAKE_DEVICE="+dev, "LD_PRELOAD="+filepath.Join(cdir, "fake.so"),
+				"MLX5_MR_ADDRS="+strings.Join(addrs, ","))
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			cout, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("C driver: %v\n%s%s", err, cout, stderr.String())
 			}
-			gout, err := runGo(dev, f)
-			if err != nil {
-				t.Fatalf("Go driver: %v\ntrace so far:\n%s", err, gout)
+			if gerr != nil {
+				t.Fatalf("Go driver: %v\ntrace so far:\n%s", gerr, gout)
 			}
 			compare(t, string(cout), gout)
 		})
@@ -132,15 +130,17 @@ type goDriver struct {
 	objs map[string]any
 	line int
 	ncq  int
-	nmr  int
 	cqi  map[*cq.CQ]int
 	bufs [][]byte
 }
 
-func runGo(dev, scenario string) (string, error) {
+// runGo runs a scenario through goverbs and returns its trace and the
+// addresses of the MR buffers it mapped, for the C driver to map its own
+// at.
+func runGo(dev, scenario string) (string, []string, error) {
 	d, err := loadDevice(dev)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var out strings.Builder
 	k := newFakeKernel(d, &out)
@@ -151,7 +151,7 @@ func runGo(dev, scenario string) (string, error) {
 	defer g.cleanup()
 	f, err := os.Open(scenario)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -165,11 +165,19 @@ func runGo(dev, scenario string) (string, error) {
 		fmt.Fprintf(&out, "> %s\n", strings.Join(tok, " "))
 		if err := g.run(tok); err != nil {
 			fmt.Fprintf(&out, "error line %d: %v\n", g.line, err)
-			return out.String(), nil // the C driver stops the same way
+			return out.String(), g.addrs(), nil // the C driver stops the same way
 		}
 		k.dump(strconv.Itoa(g.line))
 	}
-	return out.String(), sc.Err()
+	return out.String(), g.addrs(), sc.Err()
+}
+
+func (g *goDriver) addrs() []string {
+	var a []string
+	for _, b := range g.bufs {
+		a = append(a, fmt.Sprintf("%#x", uintptr(unsafe.Pointer(&b[0]))))
+	}
+	return a
 }
 
 func (g *goDriver) cleanup() {
@@ -202,19 +210,6 @@ func num(s string) (uint64, error) {
 		return 0, fmt.Errorf("bad number %s", s)
 	}
 	return v, nil
-}
-
-// mmapAt maps n bytes at a fixed address (MAP_FIXED_NOREPLACE).
-func mmapAt(at uintptr, n int) ([]byte, error) {
-	r, _, errno := unix.Syscall6(unix.SYS_MMAP, at, uintptr(n), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uintptr(0), 0)
-	if errno != 0 {
-		return nil, errno
-	}
-	if r != at {
-		return nil, errors.New("mmap: not at the address asked for")
-	}
-	return unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&r))), n), nil
 }
 
 func (g *goDriver) sge(s string) (verbs.SGE, []byte, error) {
@@ -279,11 +274,10 @@ func (g *goDriver) run(tok []string) error {
 			}
 			access = mr.Access(a)
 		}
-		buf, err := mmapAt(uintptr(mrBase+g.nmr*mrStride), int(size))
+		buf, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
 			return fmt.Errorf("mmap of the MR buffer: %w", err)
 		}
-		g.nmr++
 		g.bufs = append(g.bufs, buf)
 		for i := range buf {
 			buf[i] = byte(i*7 + 1)

@@ -295,7 +295,7 @@ func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
 	kinds := map[string]int{"req": 0, "resp_write_imm": 1, "resp_send": 2, "resp_send_imm": 3,
 		"resp_send_inv": 4, "req_err": 13, "resp_err": 14, "invalid": 15}
 	op := -1
-	var wqe, bytes, imm, synd, vendor, sop, flags, rqpn, slid uint32
+	var wqe, bytes, imm, synd, vendor, sop, flags, rqpn, slid, opbits uint32
 	for _, tok := range strings.Fields(spec) {
 		key, val, ok := strings.Cut(tok, "=")
 		if op < 0 && !ok {
@@ -339,6 +339,8 @@ func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
 			rqpn = v
 		case "slid":
 			slid = v
+		case "opbits":
+			opbits = v
 		default:
 			return cqe, 0, fmt.Errorf("cqe: unknown key %s", key)
 		}
@@ -357,7 +359,7 @@ func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
 		cqe[54] = byte(vendor)
 		cqe[55] = byte(synd)
 	}
-	cqe[63] = byte(op << 4)
+	cqe[63] = byte(op<<4) | byte(opbits&0xe)
 	return cqe, qpn, nil
 }
 
@@ -586,7 +588,9 @@ func (k *fakeKernel) invokeWrite(cmd uint32, r attrs, uhwIn []byte) unix.Errno {
 		le.PutUint32(resp[4:], key)
 		le.PutUint32(resp[8:], key)
 		r.out(uverbs.UVERBS_ATTR_CORE_OUT, resp[:])
-		extra := fmt.Sprintf("start=%s len=%d access=0x%x", k.sym(le.Uint64(core[8:])), le.Uint64(core[16:]), le.Uint32(core[36:]))
+		start, length := le.Uint64(core[8:]), le.Uint64(core[16:])
+		extra := fmt.Sprintf("start=%s len=%d access=0x%x", k.sym(start), length, le.Uint32(core[36:]))
+		k.addRegion(fmt.Sprintf("mr%d", k.nmr-1), unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&start))), length), false)
 		k.traceCmd("REG_MR", uhwIn, nil, nil, extra)
 		return 0
 	case uverbs.IB_USER_VERBS_CMD_MODIFY_QP:

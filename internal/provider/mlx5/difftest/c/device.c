@@ -163,7 +163,8 @@ static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
 // bytes (byte_cnt), imm (imm_inval_pkey), syndrome, vendor, sop (the
 // requester's send opcode in sop_drop_qpn's top byte), flags (flags_rqpn's
 // top byte), rqpn, slid, owner (the owner bit's value instead of the pass's:
-// the fake then writes a CQE still owned by the device).
+// the fake then writes a CQE still owned by the device), opbits (op_own's
+// low bits but the owner bit: 0x4 scatter to CQE 32, 0x8 of 64).
 int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 {
 	static const struct { const char *n; int op; } kinds[] = {
@@ -172,7 +173,7 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 	};
 	char buf[512], *save, *tok;
 	int op = -1;
-	uint32_t wqe = 0, bytes = 0, imm = 0, synd = 0, vendor = 0, sop = 0, flags = 0, rqpn = 0, slid = 0;
+	uint32_t wqe = 0, bytes = 0, imm = 0, synd = 0, vendor = 0, sop = 0, flags = 0, rqpn = 0, slid = 0, opbits = 0;
 	snprintf(buf, sizeof(buf), "%s", spec);
 	memset(cqe, 0, 64);
 	*qpn = 0;
@@ -213,6 +214,7 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 		else if (!strcmp(tok, "flags")) flags = v;
 		else if (!strcmp(tok, "rqpn")) rqpn = v;
 		else if (!strcmp(tok, "slid")) slid = v;
+		else if (!strcmp(tok, "opbits")) opbits = v;
 		else {
 			fprintf(stderr, "cqe: unknown key %s\n", tok);
 			return -1;
@@ -232,6 +234,6 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 		cqe[54] = vendor;
 		cqe[55] = synd;
 	}
-	cqe[63] = op << 4;
+	cqe[63] = op << 4 | (opbits & 0xe);
 	return 0;
 }

@@ -284,10 +284,24 @@ static void run_line(char **tok, int n, char *orig)
 				access = num(v);
 			else
 				die("unknown mr word %s", tok[i]);
-		// MR buffers sit at fixed addresses, the same in the Go driver,
-		// so that the addresses WQEs carry compare.
+		// MR buffers sit where the Go driver's were (MLX5_MR_ADDRS,
+		// in order), so that the addresses WQEs carry compare; else at
+		// MR_BASE + n * MR_STRIDE.
 		static int nmr;
-		void *want = (void *)(uintptr_t)(MR_BASE + (uint64_t)nmr++ * MR_STRIDE);
+		void *want = (void *)(uintptr_t)(MR_BASE + (uint64_t)nmr * MR_STRIDE);
+		const char *addrs = getenv("MLX5_MR_ADDRS");
+		if (addrs) {
+			char *end;
+			for (int i = 0; i < nmr && addrs; i++) {
+				addrs = strchr(addrs, ',');
+				if (addrs)
+					addrs++;
+			}
+			if (!addrs || !*addrs)
+				die("MLX5_MR_ADDRS names too few buffers%s", "");
+			want = (void *)(uintptr_t)strtoull(addrs, &end, 0);
+		}
+		nmr++;
 		if (size == 0 || size > MR_STRIDE)
 			die("mr size %s", tok[3]);
 		void *buf = mmap(want, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,

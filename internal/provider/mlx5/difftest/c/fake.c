@@ -526,6 +526,9 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 		snprintf(extra, sizeof(extra), "start=%s len=%llu access=0x%x", s, (unsigned long long)m->length,
 			 m->access_flags);
 		respond(resp, &core, sizeof(core), NULL, 0, outlen);
+		char rn[32];
+		snprintf(rn, sizeof(rn), "mr%u", nmr - 1);
+		add_region(rn, (void *)(uintptr_t)m->start, m->length, 0);
 		trace_cmd(name, drv, drvlen, NULL, 0, NULL, extra);
 		return 0;
 	}
