@@ -531,6 +531,10 @@ func (g *goDriver) postSend(tok []string) error {
 				wr.RemoteAddr = x
 			case "rkey":
 				wr.RKey = uint32(x)
+			case "cmp":
+				wr.CompareAdd = x
+			case "swap":
+				wr.Swap = x
 			default:
 				return fmt.Errorf("unknown send word %s", tok[i])
 			}

@@ -211,10 +211,24 @@ static void post_send(char **tok, int n)
 				w->wr.rdma.remote_addr = num(v);
 			else if (kv(tok[i], "rkey", &v))
 				w->wr.rdma.rkey = num(v);
+			else if (kv(tok[i], "cmp", &v))
+				w->wr.atomic.compare_add = num(v);
+			else if (kv(tok[i], "swap", &v))
+				w->wr.atomic.swap = num(v);
 			else
 				die("unknown send word %s", tok[i]);
 		}
 		i--;
+		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			// raddr= and rkey= name the atomic's target too.
+			uint64_t ra = w->wr.rdma.remote_addr;
+			uint32_t rk = w->wr.rdma.rkey;
+			uint64_t cmp = w->wr.atomic.compare_add, swap = w->wr.atomic.swap;
+			w->wr.atomic.remote_addr = ra;
+			w->wr.atomic.rkey = rk;
+			w->wr.atomic.compare_add = cmp;
+			w->wr.atomic.swap = swap;
+		}
 		nwr++;
 	}
 	for (int i = 0; i + 1 < nwr; i++)

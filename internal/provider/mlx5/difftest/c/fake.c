@@ -688,7 +688,7 @@ ssize_t write(int fd, const void *buf, size_t len)
 	} else {
 		const uint8_t *in = (const uint8_t *)(h + 1);
 		size_t total = h->in_words * 4;
-		if (total > len || total < sizeof(*h) + 8)
+		if (total > len || total < sizeof(*h) + 4)
 			return fail(EINVAL);
 		size_t core = 0, coreout = 0;
 		switch (c) {
