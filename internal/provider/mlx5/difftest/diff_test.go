@@ -348,10 +348,16 @@ func (g *goDriver) run(tok []string) error {
 		g.printf("poll = %d\n", got)
 		for i := 0; i < got; i++ {
 			w := &wc[i]
+			// ibv_wc_flags: IBV_WC_WITH_INV is 1<<3, the kernel's (and
+			// verbs') IB_WC_WITH_INVALIDATE 1<<2.
+			flags := uint32(w.Flags) &^ uint32(verbs.WCWithInvalidate)
+			if w.Flags&verbs.WCWithInvalidate != 0 {
+				flags |= 1 << 3
+			}
 			g.printf("wc %d id=%d status=%d opcode=%d vendor_err=0x%x byte_len=0x%x imm=0x%x qp_num=0x%x src_qp=0x%x "+
 				"wc_flags=0x%x pkey_index=0x%x slid=0x%x sl=0x%x dlid_path_bits=0x%x\n",
 				i, w.WRID, int32(w.Status), int32(w.Opcode), w.VendorErr, w.ByteLen, w.ImmData, w.QPNum, w.SrcQP,
-				uint32(w.Flags), w.PkeyIndex, w.SLID, w.SL, w.DLIDPathBits)
+				flags, w.PkeyIndex, w.SLID, w.SL, w.DLIDPathBits)
 		}
 	case c == "arm" && (n == 2 || n == 3):
 		q, err := get[*cq.CQ](g, tok[1])
