@@ -18,7 +18,8 @@
 #define MR_STRIDE 0x1000000ULL
 
 #define MAXN 64
-#define MAXTOK 64
+#define MAXTOK 1024
+#define MAXLINE 16384
 
 static void (*dump)(const char *);
 static int (*inject)(int, const char *);
@@ -175,18 +176,22 @@ static void modify(struct ibv_qp *qp, const char *to)
 static void post_send(char **tok, int n)
 {
 	struct obj *q = find(tok[0], 'q');
-	struct ibv_send_wr wrs[16];
-	struct ibv_sge sges[16][8];
+	struct ibv_send_wr wrs[64];
+	struct ibv_sge sges[64][8];
 	int nwr = 0;
 	memset(wrs, 0, sizeof(wrs));
 	for (int i = 1; i < n; i++) {
 		if (!strcmp(tok[i], "|"))
 			continue;
-		if (nwr == 16)
+		if (nwr == 64)
 			die("too many work requests%s", "");
 		struct ibv_send_wr *w = &wrs[nwr];
 		w->opcode = opcode(tok[i]);
 		w->sg_list = sges[nwr];
+		// raddr, rkey, cmp and swap go to the union member of the
+		// opcode (wr.rdma or wr.atomic) once the request is read.
+		uint64_t raddr = 0, cmp = 0, swap = 0;
+		uint32_t rkey = 0;
 		for (i++; i < n && strcmp(tok[i], "|"); i++) {
 			const char *v;
 			if (kv(tok[i], "id", &v))
@@ -208,26 +213,25 @@ static void post_send(char **tok, int n)
 					die("too many sges%s", "");
 				sge(v, &sges[nwr][w->num_sge++]);
 			} else if (kv(tok[i], "raddr", &v))
-				w->wr.rdma.remote_addr = num(v);
+				raddr = num(v);
 			else if (kv(tok[i], "rkey", &v))
-				w->wr.rdma.rkey = num(v);
+				rkey = num(v);
 			else if (kv(tok[i], "cmp", &v))
-				w->wr.atomic.compare_add = num(v);
+				cmp = num(v);
 			else if (kv(tok[i], "swap", &v))
-				w->wr.atomic.swap = num(v);
+				swap = num(v);
 			else
 				die("unknown send word %s", tok[i]);
 		}
 		i--;
 		if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-			// raddr= and rkey= name the atomic's target too.
-			uint64_t ra = w->wr.rdma.remote_addr;
-			uint32_t rk = w->wr.rdma.rkey;
-			uint64_t cmp = w->wr.atomic.compare_add, swap = w->wr.atomic.swap;
-			w->wr.atomic.remote_addr = ra;
-			w->wr.atomic.rkey = rk;
+			w->wr.atomic.remote_addr = raddr;
+			w->wr.atomic.rkey = rkey;
 			w->wr.atomic.compare_add = cmp;
 			w->wr.atomic.swap = swap;
+		} else {
+			w->wr.rdma.remote_addr = raddr;
+			w->wr.rdma.rkey = rkey;
 		}
 		nwr++;
 	}
@@ -241,8 +245,8 @@ static void post_send(char **tok, int n)
 static void post_recv(char **tok, int n)
 {
 	struct obj *q = find(tok[0], 'q');
-	struct ibv_recv_wr wrs[16];
-	struct ibv_sge sges[16][8];
+	struct ibv_recv_wr wrs[64];
+	struct ibv_sge sges[64][8];
 	int nwr = 0;
 	memset(wrs, 0, sizeof(wrs));
 	for (int i = 1; i < n; i++) {
@@ -250,7 +254,7 @@ static void post_recv(char **tok, int n)
 			nwr++;
 			continue;
 		}
-		if (nwr == 16)
+		if (nwr == 64)
 			die("too many work requests%s", "");
 		struct ibv_recv_wr *w = &wrs[nwr];
 		const char *v;
@@ -429,7 +433,7 @@ static void run_line(char **tok, int n, char *orig)
 
 int main(int argc, char **argv)
 {
-	char line[1024], orig[1024];
+	static char line[MAXLINE], orig[MAXLINE];
 	if (argc != 2) {
 		fprintf(stderr, "usage: driver SCENARIO\n");
 		return 2;
@@ -450,13 +454,18 @@ int main(int argc, char **argv)
 		char *tok[MAXTOK], *save;
 		int n = 0;
 		lineno++;
+		if (!strchr(line, '\n') && !feof(f))
+			die("line longer than %s bytes", "16383");
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = 0;
 		line[strcspn(line, "\n")] = 0;
 		snprintf(orig, sizeof(orig), "%s", line);
-		for (char *t = strtok_r(line, " \t", &save); t && n < MAXTOK; t = strtok_r(NULL, " \t", &save))
+		for (char *t = strtok_r(line, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+			if (n == MAXTOK)
+				die("more than %s words on a line", "1024");
 			tok[n++] = t;
+		}
 		if (n == 0)
 			continue;
 		printf(">");
