@@ -287,12 +287,18 @@ func (g *goDriver) run(tok []string) error {
 			return err
 		}
 		g.objs[tok[1]] = m
-	case c == "cq" && n == 3:
+	case c == "cq" && (n == 3 || n == 4 && tok[3] == "channel"):
 		cqe, err := num(tok[2])
 		if err != nil {
 			return err
 		}
-		q, err := cq.New(g.ctx, cq.Options{CQE: int(cqe)})
+		o := cq.Options{CQE: int(cqe)}
+		if n == 4 {
+			if o.Channel, err = g.ctx.NewCompChannel(); err != nil {
+				return fmt.Errorf("create_comp_channel: %w", err)
+			}
+		}
+		q, err := cq.New(g.ctx, o)
 		if err != nil {
 			g.printf("cq = %v\n", err)
 			return nil

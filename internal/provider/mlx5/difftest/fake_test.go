@@ -195,10 +195,20 @@ func (k *fakeKernel) addRegion(name string, mem []byte, uar bool) {
 	k.regions = append(k.regions, r)
 }
 
+// dropRegions is c/fake.c's drop_regions.
 func (k *fakeKernel) dropRegions(prefix string) {
 	for _, r := range k.regions {
-		if r.live && strings.HasPrefix(r.name, prefix+".") {
-			r.live = false
+		if !r.live || !strings.HasPrefix(r.name, prefix+".") {
+			continue
+		}
+		r.live = false
+		if r.name == prefix+".buf" {
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))) &^ 4095
+			for j := range k.pages {
+				if k.pages[j] == p {
+					k.pages[j] = 1 // retired
+				}
+			}
 		}
 	}
 }

@@ -332,8 +332,14 @@ static void run_line(char **tok, int n, char *orig)
 		if (!mr)
 			die("reg_mr: %s", strerror(errno));
 		add(tok[1], 'm', mr)->buf = buf;
-	} else if (!strcmp(c, "cq") && n == 3) {
-		struct ibv_cq *cq = ibv_create_cq(ctx, num(tok[2]), NULL, NULL, 0);
+	} else if (!strcmp(c, "cq") && (n == 3 || (n == 4 && !strcmp(tok[3], "channel")))) {
+		struct ibv_comp_channel *ch = NULL;
+		if (n == 4) {
+			ch = ibv_create_comp_channel(ctx);
+			if (!ch)
+				die("create_comp_channel: %s", strerror(errno));
+		}
+		struct ibv_cq *cq = ibv_create_cq(ctx, num(tok[2]), NULL, ch, 0);
 		if (!cq) {
 			printf("cq = %d\n", errno);
 			return;

@@ -162,13 +162,23 @@ static int add_region(const char *name, void *addr, size_t len, int uar)
 	return nregions++;
 }
 
+// drop_regions stops dumping an object's regions. The page of its queue
+// buffer loses its symbol: the allocators of the two drivers reuse freed
+// memory differently, so a later buffer there gets a new number, as one
+// elsewhere would. (Doorbell record pages are shared and keep theirs.)
 static void drop_regions(const char *prefix)
 {
 	size_t n = strlen(prefix);
-	for (int i = 0; i < nregions; i++)
-		if (regions[i].live && strncmp(regions[i].name, prefix, n) == 0 &&
-		    (regions[i].name[n] == '.' || regions[i].name[n] == 0))
-			regions[i].live = 0;
+	for (int i = 0; i < nregions; i++) {
+		struct region *r = &regions[i];
+		if (!r->live || strncmp(r->name, prefix, n) != 0 || r->name[n] != '.')
+			continue;
+		r->live = 0;
+		if (strcmp(r->name + n, ".buf") == 0)
+			for (int j = 0; j < npages; j++)
+				if (pages[j] == ((uintptr_t)r->addr & ~(uintptr_t)(PAGE - 1)))
+					pages[j] = 1; // retired: no page address is 1
+	}
 }
 
 // fk_dump prints every 16-byte line of a live region that changed since the
