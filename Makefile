@@ -32,7 +32,7 @@ export GOVERBS_VM_TIMEOUT ?= 3000
 # runs them with -race on the host; the amd64 VM stages leave them out,
 # since a guest adds nothing to what they check and costs a boot each
 # (10-15 s). test-arm64 keeps them: it is their only arm64 run.
-HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/kobj|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
+HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/provider/mlx5|internal/provider/mlx5/difftest|internal/kobj|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
 # $(call vm-pkgs[,RE]) in a recipe: PKGS without HOST_ONLY_RE's packages
 # (and RE's).
 vm-pkgs = $$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)'$(if $(1), -e '$(1)'))
