@@ -586,7 +586,7 @@ func (g *goDriver) postSend(tok []string) error {
 	if errors.As(err, &pe) {
 		bad = pe.Index
 	}
-	g.printf("post_send = %d bad=%d\n", errnoOf(err), bad)
+	g.printf("post_send = %d bad=%d\n", errnoOf(err, false), bad)
 	return nil
 }
 
@@ -626,12 +626,14 @@ func (g *goDriver) postRecv(tok []string) error {
 	if errors.As(err, &pe) {
 		bad = pe.Index
 	}
-	g.printf("post_recv = %d bad=%d\n", errnoOf(err), bad)
+	g.printf("post_recv = %d bad=%d\n", errnoOf(err, true), bad)
 	return nil
 }
 
-// errnoOf is the errno libibverbs would return for err (0 for nil).
-func errnoOf(err error) int {
+// errnoOf is the errno libmlx5 returns for what goverbs reports as err
+// (0 for nil): a full queue is ENOMEM; too many SGEs ENOMEM on the send
+// queue and EINVAL on the receive queue; inline data too long ENOMEM.
+func errnoOf(err error, recv bool) int {
 	if err == nil {
 		return 0
 	}
@@ -640,6 +642,8 @@ func errnoOf(err error) int {
 		return int(e)
 	}
 	switch {
+	case errors.Is(err, verbs.ErrTooManySGE) && recv:
+		return int(unix.EINVAL)
 	case errors.Is(err, verbs.ErrQueueFull), errors.Is(err, verbs.ErrInlineTooLarge), errors.Is(err, verbs.ErrTooManySGE):
 		return int(unix.ENOMEM)
 	}
