@@ -317,6 +317,55 @@ func errStatus(syndrome byte) provider.WCStatus {
 	return provider.WCGeneralErr
 }
 
+// Clean removes the completions of p from the ring (__mlx5_cq_clean): it
+// finds the producer index, then sweeps back to the consumer index moving
+// older CQEs of other QPs over the removed ones (each keeping the owner
+// bit of the slot it lands in), and moves the consumer index past the
+// removed ones. The caller holds the poll lock.
+func (q *CQ) Clean(pq provider.QP) {
+	p, ok := pq.(*qp)
+	if !ok || q.cqes == nil {
+		return
+	}
+	rsn, v1 := p.qpn, q.ctx.resp.CQEVersion == 1
+	if v1 {
+		rsn = p.uidx
+	}
+	pi := q.ci
+	for q.sw(pi) != nil {
+		if pi == q.ci+q.nent-1 {
+			break
+		}
+		pi++
+	}
+	freed := uint32(0)
+	for int32(pi-1-q.ci) >= 0 {
+		pi--
+		cqe := q.slot(pi)
+		var mine bool
+		if v1 {
+			mine = be32(unsafe.Add(cqe, cqeSRQNUIdx))&0xffffff == rsn
+		} else {
+			mine = be32(unsafe.Add(cqe, cqeSopDropQPN))&0xffffff == rsn
+		}
+		if mine {
+			freed++
+		} else if freed > 0 {
+			dest := q.slot(pi + freed)
+			owner := *(*byte)(unsafe.Add(dest, cqeOpOwn)) & 1
+			copy(unsafe.Slice((*byte)(dest), cqeSize), unsafe.Slice((*byte)(cqe), cqeSize))
+			op := (*byte)(unsafe.Add(dest, cqeOpOwn))
+			*op = *op&^1 | owner
+		}
+	}
+	if freed > 0 {
+		q.ci += freed
+		toDevice()
+		atomic.StoreUint32((*uint32)(q.db), beWord32(q.ci&0xffffff))
+		q.setReady()
+	}
+}
+
 // Queued counts the completions waiting, without moving anything.
 func (q *CQ) Queued() int {
 	n := 0

@@ -494,12 +494,19 @@ func (s *sendQueue) Transmitted(mark uint32) bool {
 	return int32(atomic.LoadUint32(&s.tail)-mark) >= 0
 }
 
-// Reset forgets the queue's indices after the QP went back to RESET
-// (mlx5_init_qp_indices).
+// Reset forgets the QP's indices after it went back to RESET
+// (mlx5_init_qp_indices, and both doorbell records cleared), the receive
+// queue's too: the seam resets a QP through its send queue. The fence
+// cache stays, as in libmlx5.
 func (s *sendQueue) Reset() {
-	s.head, s.curPost, s.fmCache = 0, 0, 0
+	s.head, s.curPost = 0, 0
 	atomic.StoreUint32(&s.tail, 0)
 	atomic.StoreUint32((*uint32)(unsafe.Add(s.qp.db, 4*sndDBR)), 0)
+	if r := s.qp.rq; r != nil {
+		r.reset()
+	} else {
+		atomic.StoreUint32((*uint32)(unsafe.Add(s.qp.db, 4*rcvDBR)), 0)
+	}
 }
 
 // noSend is the send queue of a QP created without one.
@@ -582,6 +589,18 @@ func (r *recvQueue) Post(wrs []provider.RecvWR) error {
 	return err
 }
 
+// reset zeroes the receive queue's indices and doorbell record, under its
+// lock (a closed queue stays closed).
+func (r *recvQueue) reset() {
+	locked := r.lock.Lock()
+	r.head = 0
+	atomic.StoreUint32(&r.tail, 0)
+	atomic.StoreUint32((*uint32)(unsafe.Add(r.qp.db, 4*rcvDBR)), 0)
+	if locked {
+		r.lock.Unlock()
+	}
+}
+
 // Posted returns how many receives the device has not consumed.
 func (r *recvQueue) Posted() int {
 	if r.lock.Closed() {
@@ -600,6 +619,7 @@ func (r *recvQueue) Shut() {
 var (
 	_ provider.Context   = (*ucontext)(nil)
 	_ provider.CQ        = (*CQ)(nil)
+	_ provider.CQCleaner = (*CQ)(nil)
 	_ provider.QP        = (*qp)(nil)
 	_ provider.SendQueue = (*sendQueue)(nil)
 	_ provider.RecvQueue = (*recvQueue)(nil)
