@@ -206,3 +206,22 @@ func FuzzPoll(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStart gives Start arbitrary GET_CONTEXT answers: it refuses what it
+// cannot use with an error and never panics (no descriptor: every answer
+// it accepts then fails at the UAR mapping).
+func FuzzStart(f *testing.F) {
+	good := allocUcontextResp{BfRegSize: 512, TotBfregs: 16, CacheLineSize: 64, NumUARsPerPage: 1, CQEVersion: 1}
+	f.Add(unsafe.Slice((*byte)(unsafe.Pointer(&good)), unsafe.Sizeof(good)))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := open(nil).(*ucontext)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&c.resp)), unsafe.Sizeof(c.resp)), data)
+		if err := c.Start(); err == nil {
+			t.Fatalf("Start without a descriptor succeeded for %+v", c.resp)
+		}
+		if len(c.uars) != 0 || c.bfs != nil {
+			t.Fatalf("a failed Start left %d UAR pages mapped", len(c.uars))
+		}
+	})
+}
