@@ -225,3 +225,51 @@ func FuzzStart(f *testing.F) {
 		}
 	})
 }
+
+// Posting and polling allocate nothing.
+func TestPostPollAllocs(t *testing.T) {
+	q, p := pollSetup(t)
+	wc := make([]provider.WC, 4)
+	q.Poll(wc) // nothing yet
+	buf, err := allocBuf(pageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { freeBuf(buf) })
+	sge := []provider.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), Length: 8, LKey: 1}}
+	wrs := []provider.SendWR{{WRID: 9, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGList: sge}}
+	rwrs := []provider.RecvWR{{WRID: 10, SGList: sge}}
+	// Complete the two sends and two receives pollSetup posted.
+	for i, kind := range []byte{cqeReq, cqeReq, cqeRespSend, cqeRespSend} {
+		c := make([]byte, 64)
+		c[60], c[61] = 0, byte(i%2)
+		c[63] = kind << 4
+		putCQE(q, q.ci+uint32(i), c)
+	}
+	if n := q.Poll(wc); n != 4 {
+		t.Fatalf("Poll = %d", n)
+	}
+	pi := q.ci
+	allocs := testing.AllocsPerRun(100, func() {
+		if n, _, err := p.sq.Post(wrs, okChecker{}); n != 1 || err != nil {
+			t.Fatal(n, err)
+		}
+		if err := p.rq.Post(rwrs); err != nil {
+			t.Fatal(err)
+		}
+		c := [64]byte{}
+		c[60], c[61] = byte((p.sq.curPost-1)>>8), byte(p.sq.curPost-1)
+		c[56], c[63] = opSend, cqeReq<<4
+		putCQE(q, pi, c[:])
+		c[63] = cqeRespSend << 4
+		putCQE(q, pi+1, c[:])
+		pi += 2
+		if n := q.Poll(wc); n != 2 {
+			t.Fatalf("Poll = %d", n)
+		}
+		q.Poll(wc) // empty
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per post and poll", allocs)
+	}
+}
