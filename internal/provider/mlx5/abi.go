@@ -73,6 +73,14 @@ type createCQResp struct {
 	_   uint32
 }
 
+// resizeCQ is struct mlx5_ib_resize_cq.
+type resizeCQ struct {
+	BufAddr uint64
+	CQESize uint16
+	_       uint16
+	_       uint32
+}
+
 // createQP is struct mlx5_ib_create_qp.
 type createQP struct {
 	BufAddr    uint64

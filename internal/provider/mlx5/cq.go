@@ -399,11 +399,77 @@ func (q *CQ) Arm(solicitedOnly bool) bool {
 // Event counts a completion event into the next arm's sequence number.
 func (q *CQ) Event() { q.armSN.Add(1) }
 
-// CanResize reports false for now.
-func (q *CQ) CanResize() bool { return false }
+// CanResize reports true.
+func (q *CQ) CanResize() bool { return true }
 
-// Resize is not carried yet.
-func (q *CQ) Resize(int, func(provider.Udata) error) error { return ErrNotYet }
+// Resize replaces the ring by one of cqe+1 entries rounded up to a power
+// of two (nothing happens when that is the present size), as
+// mlx5_resize_cq: RESIZE_CQ with the new ring, then the CQEs not yet
+// polled are copied over until the RESIZE_CQ CQE the device wrote last
+// into the old ring, which is consumed. The caller holds the poll lock.
+func (q *CQ) Resize(cqe int, do func(provider.Udata) error) error {
+	if cqe < 1 || cqe >= 1<<24 {
+		return fmt.Errorf("%w: %d CQEs", errQueueSize, cqe)
+	}
+	n := pow2(uint32(cqe) + 1)
+	if n == q.nent {
+		return nil
+	}
+	mem, err := allocBuf(uintptr(n) * cqeSize)
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		mem[i*cqeSize+cqeOpOwn] = cqeInvalid << 4
+	}
+	cmd := resizeCQ{BufAddr: addr(unsafe.Pointer(&mem[0])), CQESize: cqeSize}
+	if err := do(provider.Udata{In: provider.Bytes(&cmd), Keep: unsafe.Pointer(&mem[0])}); err != nil {
+		freeBuf(mem)
+		return err
+	}
+	q.copyCQEs(unsafe.Pointer(&mem[0]), n)
+	old := q.mem
+	q.mem, q.cqes, q.nent = mem, unsafe.Pointer(&mem[0]), n
+	q.setReady()
+	return freeBuf(old)
+}
+
+// copyCQEs is mlx5_cq_resize_copy_cqes: from the consumer index i on,
+// each CQE goes to slot i+1 of the new ring with that slot's owner bit, up
+// to the RESIZE_CQ CQE, which is consumed. A slot whose owner bit says the
+// device's, or a full turn without the RESIZE_CQ CQE, stops the copy, as
+// libmlx5 stops (with a message).
+func (q *CQ) copyCQEs(dst unsafe.Pointer, n uint32) {
+	i := q.ci
+	src := q.slot(i)
+	start := src
+	if q.hw(src, i) {
+		return
+	}
+	for *(*byte)(unsafe.Add(src, cqeOpOwn))>>4 != cqeResizeCQ {
+		d := unsafe.Add(dst, uintptr((i+1)&(n-1))*cqeSize)
+		copy(unsafe.Slice((*byte)(d), cqeSize), unsafe.Slice((*byte)(src), cqeSize))
+		own := byte(0)
+		if (i+1)&n != 0 {
+			own = 1
+		}
+		op := (*byte)(unsafe.Add(d, cqeOpOwn))
+		*op = *op&^1 | own
+		i++
+		src = q.slot(i)
+		if q.hw(src, i) || src == start {
+			return
+		}
+	}
+	q.ci++
+}
+
+// hw reports whether the owner bit of the CQE at index i says the device
+// owns it (is_hw: the opcode is not looked at).
+func (q *CQ) hw(cqe unsafe.Pointer, i uint32) bool {
+	own := *(*byte)(unsafe.Add(cqe, cqeOpOwn)) & 1
+	return (own == 1) != (i&q.nent != 0)
+}
 
 // Release frees the ring and the record.
 func (q *CQ) Release() error {

@@ -8,10 +8,11 @@
 //
 // What it carries so far: the context (GET_CONTEXT with
 // mlx5_ib_alloc_ucontext_req_v2, the UAR pages and BlueFlame registers),
-// PDs, MRs, CQs with 64-byte CQEs (poll, error CQEs, arm), RC and UC QPs
+// PDs, MRs, CQs with 64-byte CQEs (poll, error CQEs, arm, resize, the
+// removal of a destroyed or reset QP's completions), RC and UC QPs
 // (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA WRITE (with immediate), RDMA
 // READ, atomics, inline data, fences, solicited events) and their receive
-// queues. Not yet: UD, SRQs, address handles, CQ resize, 128-byte CQEs.
+// queues. Not yet: UD, SRQs, address handles, 128-byte CQEs.
 //
 // Its sizes, driver data and queue bytes are those of libmlx5: the
 // differential tests in ./difftest run scenarios through libibverbs +
@@ -41,7 +42,7 @@ var (
 	errQueueSize = errors.New("mlx5: unsupported queue size")
 	errDevice    = errors.New("mlx5: the kernel's answer cannot be used")
 	// ErrNotYet is returned for what the provider does not carry yet
-	// (UD QPs, SRQs, CQ resize).
+	// (UD QPs, SRQs, a kernel that allocates UARs dynamically).
 	ErrNotYet = errors.New("mlx5: not supported by goverbs' mlx5 provider yet")
 )
 

@@ -384,6 +384,20 @@ func (g *goDriver) run(tok []string) error {
 				i, w.WRID, int32(w.Status), int32(w.Opcode), w.VendorErr, w.ByteLen, w.ImmData, w.QPNum, w.SrcQP,
 				flags, w.PkeyIndex, w.SLID, w.SL, w.DLIDPathBits)
 		}
+	case c == "resize" && n == 3:
+		q, err := get[*cq.CQ](g, tok[1])
+		if err != nil {
+			return err
+		}
+		x, err := num(tok[2])
+		if err != nil {
+			return err
+		}
+		if err := q.Resize(int(x)); err != nil {
+			g.printf("resize = %v cqe=%d\n", err, q.CQE())
+		} else {
+			g.printf("resize = 0 cqe=%d\n", q.CQE())
+		}
 	case c == "arm" && (n == 2 || n == 3):
 		q, err := get[*cq.CQ](g, tok[1])
 		if err != nil {

@@ -611,6 +611,8 @@ func (k *fakeKernel) invokeWrite(cmd uint32, r attrs, uhwIn []byte) unix.Errno {
 		extra := fmt.Sprintf("mask=0x%x state=%d", m.Attr_mask, m.Qp_state)
 		k.traceCmd("MODIFY_QP", uhwIn, nil, nil, extra)
 		return 0
+	case uverbs.IB_USER_VERBS_CMD_RESIZE_CQ:
+		return k.resizeCQ(r, core, uhwIn)
 	case uverbs.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL:
 		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 		if err != nil {
@@ -656,6 +658,48 @@ func (k *fakeKernel) createCQ(r attrs, uhwIn []byte) unix.Errno {
 	le.PutUint32(drv[:], c.cqn)
 	r.out(uverbs.UVERBS_ATTR_UHW_OUT, drv[:])
 	k.traceCmd("CREATE_CQ", uhwIn, drv[:], []int{0, 8}, fmt.Sprintf("cq=%d cqe=%d", n, nent-1))
+	return 0
+}
+
+// resizeCQ is c/fake.c's RESIZE_CQ: the device ends the old ring with a
+// RESIZE_CQ CQE and goes on in the new one.
+func (k *fakeKernel) resizeCQ(r attrs, core, uhwIn []byte) unix.Errno {
+	le := binary.NativeEndian
+	if len(core) < 16 || len(uhwIn) < 16 {
+		return unix.EINVAL
+	}
+	h, cqe := le.Uint32(core[8:]), le.Uint32(core[12:])
+	name, ok := k.objName[h]
+	if !ok || name[0] != 'c' {
+		return unix.EINVAL
+	}
+	n, _ := strconv.Atoi(name[2:])
+	c := k.cqs[n]
+	nent := uint32(1)
+	for nent < cqe+1 && nent != 0 {
+		nent <<= 1
+	}
+	if !c.live || nent == 0 || cqe > k.dev.MaxCQE || uint32(le.Uint16(uhwIn[8:])) != c.cqeSize {
+		return unix.EINVAL
+	}
+	off := int(c.pi&(c.nent-1))*int(c.cqeSize) + int(c.cqeSize) - 64
+	clear(c.buf[off : off+63])
+	c.buf[off+63] = 5<<4 | byte((c.pi/c.nent)&1)
+	c.pi++
+	k.dropRegions(name)
+	c.buf = unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&uhwIn[0]))), int(nent*c.cqeSize))
+	c.nent = nent
+	k.addRegion(name+".buf", c.buf, false)
+	for i := len(k.regions) - 2; i >= 0; i-- {
+		if k.regions[i].name == name+".db" {
+			k.regions[i].live = true
+			break
+		}
+	}
+	var resp [8]byte
+	le.PutUint32(resp[:], nent-1)
+	r.out(uverbs.UVERBS_ATTR_CORE_OUT, resp[:])
+	k.traceCmd("RESIZE_CQ", uhwIn, nil, []int{0}, fmt.Sprintf("cq=%d cqe=%d", n, nent-1))
 	return 0
 }
 

@@ -418,6 +418,10 @@ static void run_line(char **tok, int n, char *orig)
 				if (b[k] != 0xa5)
 					die("poll wrote past its count%s", "");
 		}
+	} else if (!strcmp(c, "resize") && n == 3) {
+		struct ibv_cq *cq = find(tok[1], 'c')->p;
+		int err = ibv_resize_cq(cq, num(tok[2]));
+		printf("resize = %d cqe=%d\n", err, cq->cqe);
 	} else if (!strcmp(c, "arm") && (n == 2 || n == 3)) {
 		int sol = n == 3 && !strcmp(tok[2], "solicited");
 		printf("arm = %d\n", ibv_req_notify_cq(find(tok[1], 'c')->p, sol));

@@ -636,6 +636,47 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 		trace_cmd(name, drv, drvlen, NULL, 0, NULL, extra);
 		return 0;
 	}
+	case IB_USER_VERBS_CMD_RESIZE_CQ: {
+		uint32_t h, cqe;
+		memcpy(&h, in + 8, 4);
+		memcpy(&cqe, in + 12, 4);
+		struct mlx5_ib_resize_cq u = {0};
+		memcpy(&u, drv, drvlen < sizeof(u) ? drvlen : sizeof(u));
+		if (h >= 1024 || handle_names[h][0] != 'c')
+			return fail(EINVAL);
+		int n = atoi(handle_names[h] + 2);
+		struct cq *q = &cqs[n];
+		uint32_t nent = 1;
+		while (nent < cqe + 1 && nent)
+			nent <<= 1;
+		if (!q->live || !nent || cqe > dev.max_cqe || u.cqe_size != q->cqe_size)
+			return fail(EINVAL);
+		// The device ends the old ring with a RESIZE_CQ CQE.
+		uint8_t *slot = q->buf + (size_t)(q->pi & (q->nent - 1)) * q->cqe_size + (q->cqe_size - 64);
+		memset(slot, 0, 63);
+		slot[63] = 5 << 4 | ((q->pi / q->nent) & 1);
+		q->pi++;
+		char rn[32];
+		snprintf(rn, sizeof(rn), "cq%d", n);
+		drop_regions(rn);
+		q->buf = (uint8_t *)(uintptr_t)u.buf_addr;
+		q->nent = nent;
+		snprintf(rn, sizeof(rn), "cq%d.buf", n);
+		add_region(rn, q->buf, (size_t)nent * q->cqe_size, 0);
+		// The doorbell record stays: add it back.
+		snprintf(rn, sizeof(rn), "cq%d.db", n);
+		for (int i = nregions - 2; i >= 0; i--)
+			if (strcmp(regions[i].name, rn) == 0) {
+				regions[i].live = 1;
+				break;
+			}
+		uint32_t core[2] = {nent - 1, 0};
+		respond(resp, core, 8, NULL, 0, outlen);
+		static const int a[] = {0, -1};
+		snprintf(extra, sizeof(extra), "cq=%d cqe=%u", n, nent - 1);
+		trace_cmd(name, drv, drvlen, NULL, 0, a, extra);
+		return 0;
+	}
 	case IB_USER_VERBS_CMD_DESTROY_QP: {
 		uint8_t core[4] = {0};
 		destroy(in, ex);
@@ -712,6 +753,7 @@ ssize_t write(int fd, const void *buf, size_t len)
 		case IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: core = 8; coreout = 4; break;
 		case IB_USER_VERBS_CMD_CREATE_CQ: core = 32; coreout = 8; break;
 		case IB_USER_VERBS_CMD_DESTROY_CQ: core = 16; coreout = 8; break;
+		case IB_USER_VERBS_CMD_RESIZE_CQ: core = 16; coreout = 8; break;
 		case IB_USER_VERBS_CMD_CREATE_QP: core = 56; coreout = 32; break;
 		case IB_USER_VERBS_CMD_MODIFY_QP: core = 112; break;
 		case IB_USER_VERBS_CMD_DESTROY_QP: core = 16; coreout = 4; break;
