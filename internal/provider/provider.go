@@ -307,6 +307,10 @@ type QPAttr struct {
 	Cap    uverbs.QpCap // the capacities asked for
 	SigAll bool         // every send work request is signaled
 	SRQ    bool         // receives come from an SRQ: no receive queue
+	// SharedRQ is the provider's SRQ the receives come from (as its
+	// Context's NewSRQ made it) when SRQ is set, else nil: a hardware CQE
+	// of the QP names the SRQ's WQE, which mlx5 finds through the QP.
+	SharedRQ SRQ
 	// Errors of the send and receive queues' posts.
 	SendErrors, RecvErrors *Errors
 }

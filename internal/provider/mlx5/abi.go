@@ -81,6 +81,22 @@ type resizeCQ struct {
 	_       uint32
 }
 
+// createSRQ is struct mlx5_ib_create_srq.
+type createSRQ struct {
+	BufAddr uint64
+	DBAddr  uint64
+	Flags   uint32
+	_       uint32 // xrc_domain
+	UIdx    uint32
+	_       uint32
+}
+
+// createSRQResp is struct mlx5_ib_create_srq_resp.
+type createSRQResp struct {
+	SRQN uint32
+	_    uint32
+}
+
 // createQP is struct mlx5_ib_create_qp.
 type createQP struct {
 	BufAddr    uint64
@@ -137,6 +153,7 @@ const (
 	// + mkey context (64) + a KLM list (64).
 	mwOverhead  = ctrlSegSize + 48 + 64 + 64
 	datagramSeg = 48
+	srqNextSeg  = 16 // struct mlx5_wqe_srq_next_seg: next_wqe_index at 2
 
 	// WQE opcodes (MLX5_OPCODE_*).
 	opNOP          = 0x00

@@ -178,26 +178,38 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 		w.Status = provider.WCSuccess
 		atomic.StoreUint32(&s.tail, s.wqeHead[idx]+1)
 	case cqeRespWRImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
-		p := q.qp(cqe, qpn)
-		if p == nil || p.rq == nil {
+		p, sr, ok := q.responder(cqe, qpn)
+		if !ok {
 			return false
 		}
-		r := p.rq
 		w.ByteLen = be32(unsafe.Add(cqe, cqeByteCnt))
-		idx := r.tail & (r.wqeCnt - 1)
-		w.WRID = r.wrid[idx]
-		atomic.AddUint32(&r.tail, 1)
 		// Scatter to CQE (the QP asks for it, as libmlx5's do): a
 		// small message came in the CQE, not in the buffer.
-		if opOwn&(inlineScatter32|inlineScatter64) != 0 {
-			src := cqe
-			if opOwn&inlineScatter32 == 0 {
-				src = unsafe.Add(cqe, -cqeSize) // the first half of a 128-byte CQE
+		scatter := opOwn&(inlineScatter32|inlineScatter64) != 0
+		src := cqe
+		if opOwn&inlineScatter32 == 0 {
+			src = unsafe.Add(cqe, -cqeSize) // the first half of a 128-byte CQE
+		}
+		st := provider.WCSuccess
+		if sr != nil {
+			ctr := uint32(be16(unsafe.Add(cqe, cqeWQECounter)))
+			w.WRID = sr.wrid[ctr&(sr.max-1)]
+			sr.free(ctr)
+			if scatter {
+				st = sr.copyIn(ctr, src, w.ByteLen, opOwn&inlineScatter32 != 0)
 			}
-			if st := r.copyIn(idx, src, w.ByteLen, opOwn&inlineScatter32 != 0); st != provider.WCSuccess {
-				w.Status = st
-				return true
+		} else {
+			r := p.rq
+			idx := r.tail & (r.wqeCnt - 1)
+			w.WRID = r.wrid[idx]
+			atomic.AddUint32(&r.tail, 1)
+			if scatter {
+				st = r.copyIn(idx, src, w.ByteLen, opOwn&inlineScatter32 != 0)
 			}
+		}
+		if st != provider.WCSuccess {
+			w.Status = st
+			return true
 		}
 		imm := *(*uint32)(unsafe.Add(cqe, cqeImmInval)) // network order, as ibv_wc's imm_data
 		switch opOwn >> 4 {
@@ -239,12 +251,19 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			w.WRID = s.wrid[idx]
 			atomic.StoreUint32(&s.tail, s.wqeHead[idx]+1)
 		} else {
-			if p == nil || p.rq == nil {
+			p, sr, ok := q.responder(cqe, qpn)
+			if !ok {
 				return false
 			}
-			r := p.rq
-			w.WRID = r.wrid[r.tail&(r.wqeCnt-1)]
-			atomic.AddUint32(&r.tail, 1)
+			if sr != nil {
+				ctr := uint32(be16(unsafe.Add(cqe, cqeWQECounter)))
+				w.WRID = sr.wrid[ctr&(sr.max-1)]
+				sr.free(ctr)
+			} else {
+				r := p.rq
+				w.WRID = r.wrid[r.tail&(r.wqeCnt-1)]
+				atomic.AddUint32(&r.tail, 1)
+			}
 		}
 	}
 	// Other opcodes (RESIZE_CQ, and ones libmlx5 does not know) come out
@@ -272,6 +291,30 @@ func (r *recvQueue) copyIn(idx uint32, src unsafe.Pointer, n uint32, in32 bool) 
 		return provider.WCLocLenErr
 	}
 	return provider.WCSuccess
+}
+
+// responder finds where a responder CQE's receive came from
+// (get_cur_rsc): with CQE version 1 the QP by user index, and its SRQ if
+// it has one; with version 0 the SRQ by number when the CQE names one,
+// else the QP by number. ok is false when there is none.
+func (q *CQ) responder(cqe unsafe.Pointer, qpn uint32) (p *qp, s *srq, ok bool) {
+	sn := be32(unsafe.Add(cqe, cqeSRQNUIdx)) & 0xffffff
+	if q.ctx.resp.CQEVersion == 1 {
+		p = q.ctx.byUIdx.get(sn)
+		if p == nil {
+			return nil, nil, false
+		}
+		if p.srq != nil {
+			return p, p.srq, true
+		}
+		return p, nil, p.rq != nil
+	}
+	if sn != 0 {
+		s = q.ctx.srqs.get(sn)
+		return nil, s, s != nil
+	}
+	p = q.ctx.byQPN.get(qpn)
+	return p, nil, p != nil && p.rq != nil
 }
 
 // qp finds the CQE's QP: by user index with CQE version 1, else by QP
@@ -349,6 +392,12 @@ func (q *CQ) Clean(pq provider.QP) {
 			mine = be32(unsafe.Add(cqe, cqeSopDropQPN))&0xffffff == rsn
 		}
 		if mine {
+			if p.srq != nil {
+				op := *(*byte)(unsafe.Add(cqe, cqeOpOwn)) >> 4
+				if op >= cqeRespWRImm && op <= cqeRespSendInv || op == cqeRespErr {
+					p.srq.free(uint32(be16(unsafe.Add(cqe, cqeWQECounter))))
+				}
+			}
 			freed++
 		} else if freed > 0 {
 			dest := q.slot(pi + freed)

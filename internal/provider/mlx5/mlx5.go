@@ -11,8 +11,8 @@
 // PDs, MRs, CQs with 64-byte CQEs (poll, error CQEs, arm, resize, the
 // removal of a destroyed or reset QP's completions), RC and UC QPs
 // (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA WRITE (with immediate), RDMA
-// READ, atomics, inline data, fences, solicited events) and their receive
-// queues. Not yet: UD, SRQs, address handles, 128-byte CQEs.
+// READ, atomics, inline data, fences, solicited events), their receive
+// queues and SRQs. Not yet: UD, address handles, 128-byte CQEs.
 //
 // Its sizes, driver data and queue bytes are those of libmlx5: the
 // differential tests in ./difftest run scenarios through libibverbs +
@@ -42,7 +42,7 @@ var (
 	errQueueSize = errors.New("mlx5: unsupported queue size")
 	errDevice    = errors.New("mlx5: the kernel's answer cannot be used")
 	// ErrNotYet is returned for what the provider does not carry yet
-	// (UD QPs, SRQs, a kernel that allocates UARs dynamically).
+	// (UD QPs, a kernel that allocates UARs dynamically).
 	ErrNotYet = errors.New("mlx5: not supported by goverbs' mlx5 provider yet")
 )
 
@@ -67,6 +67,7 @@ type ucontext struct {
 	uidxs  uidxAlloc
 	byUIdx rscTable // CQE version 1
 	byQPN  rscTable // CQE version 0
+	srqs   srqTable // by SRQ number, CQE version 0
 }
 
 func open(fd *uverbs.FD) provider.Context {
@@ -216,9 +217,6 @@ func (*ucontext) RegMR() provider.Udata { return provider.Udata{} }
 func (*ucontext) AllocPD() provider.Udata {
 	return provider.Udata{Out: provider.Bytes(new(allocPDResp))}
 }
-
-// NewSRQ is not carried yet.
-func (*ucontext) NewSRQ(provider.SRQAttr) (provider.SRQ, error) { return nil, ErrNotYet }
 
 // bf is a BlueFlame register (struct mlx5_bf): two halves of bufSize
 // bytes used in turn (offset flips after each doorbell), written under
@@ -431,6 +429,11 @@ func be16(p unsafe.Pointer) uint16 {
 
 func be64(p unsafe.Pointer) uint64 {
 	return uint64(be32(p))<<32 | uint64(be32(unsafe.Add(p, 4)))
+}
+
+func putBE16(p unsafe.Pointer, v uint16) {
+	b := (*[2]byte)(p)
+	b[0], b[1] = byte(v>>8), byte(v)
 }
 
 func putBE32(p unsafe.Pointer, v uint32) {

@@ -22,8 +22,9 @@ type qp struct {
 	uidx uint32
 	qpn  uint32
 
-	sq *sendQueue
-	rq *recvQueue
+	sq  *sendQueue
+	rq  *recvQueue
+	srq *srq // the SRQ receives come from, or nil
 
 	rqSize, sqSize     uint32 // bytes
 	maxInline          uint32
@@ -50,10 +51,14 @@ func (c *ucontext) NewQP(attr provider.QPAttr) (provider.QP, error) {
 	if attr.Type != uverbs.IB_UVERBS_QPT_RC && attr.Type != uverbs.IB_UVERBS_QPT_UC {
 		return nil, fmt.Errorf("%w: QP type %d", ErrNotYet, attr.Type)
 	}
-	if attr.SRQ {
-		return nil, fmt.Errorf("%w: QPs on an SRQ", ErrNotYet)
-	}
 	p := &qp{ctx: c, attr: attr, caps: attr.Cap}
+	if attr.SRQ {
+		s, ok := attr.SharedRQ.(*srq)
+		if !ok {
+			return nil, fmt.Errorf("mlx5: a QP on an SRQ of another provider (%T)", attr.SharedRQ)
+		}
+		p.srq = s
+	}
 	r := &c.resp
 	a := attr.Cap
 	// The send queue (mlx5_calc_sq_size).
@@ -95,7 +100,7 @@ func (c *ucontext) NewQP(attr provider.QPAttr) (provider.QP, error) {
 	}
 	// The receive queue (mlx5_calc_rq_size).
 	var rqCnt, rqShift, rqMaxGS uint32
-	if a.Recv_wr > 0 {
+	if a.Recv_wr > 0 && !attr.SRQ {
 		if a.Recv_wr > r.MaxRecvWR {
 			return nil, fmt.Errorf("%w: %d receive WRs", errQueueSize, a.Recv_wr)
 		}

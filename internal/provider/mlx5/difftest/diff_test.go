@@ -27,6 +27,7 @@ import (
 	"github.com/goverbs/goverbs/internal/uverbshook"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
+	"github.com/goverbs/goverbs/srq"
 	"github.com/goverbs/goverbs/verbs"
 )
 
@@ -328,6 +329,38 @@ func (g *goDriver) run(tok []string) error {
 		g.ncq++
 	case c == "qp" && n >= 5:
 		return g.newQP(tok)
+	case c == "srq" && n == 5:
+		pd, err := get[*verbs.PD](g, tok[2])
+		if err != nil {
+			return err
+		}
+		wr, err1 := num(tok[3])
+		sge, err2 := num(tok[4])
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("bad srq line")
+		}
+		s, err := srq.New(pd, srq.Attr{MaxWR: int(wr), MaxSGE: int(sge)})
+		if err != nil {
+			g.printf("srq = %v\n", err)
+			return nil
+		}
+		g.objs[tok[1]] = s
+	case c == "post_srq_recv" && n >= 3:
+		s, err := get[*srq.SRQ](g, tok[1])
+		if err != nil {
+			return err
+		}
+		wrs, err := g.recvWRs(tok[2:])
+		if err != nil {
+			return err
+		}
+		err = s.PostRecv(wrs)
+		bad := -1
+		var pe *verbs.PostError
+		if errors.As(err, &pe) {
+			bad = pe.Index
+		}
+		g.printf("post_srq_recv = %d bad=%d\n", errnoOf(err, true), bad)
 	case c == "modify" && n == 3:
 		q, err := get[*qp.QP](g, tok[1])
 		if err != nil {
@@ -424,6 +457,8 @@ func (g *goDriver) run(tok []string) error {
 			err = o.Close()
 		case *verbs.PD:
 			err = o.Close()
+		case *srq.SRQ:
+			err = o.Close()
 		}
 		if err != nil {
 			g.printf("destroy = %v\n", err)
@@ -455,7 +490,7 @@ func (g *goDriver) newQP(tok []string) error {
 	for _, w := range tok[5:] {
 		k, v, _ := strings.Cut(w, "=")
 		var x uint64
-		if v != "" {
+		if v != "" && k != "srq" {
 			if x, err = num(v); err != nil {
 				return err
 			}
@@ -479,6 +514,13 @@ func (g *goDriver) newQP(tok []string) error {
 			o.Caps.MaxRecvSGE = int(x)
 		case "inline":
 			o.Caps.MaxInlineData = int(x)
+		case "srq":
+			s, err := get[*srq.SRQ](g, v)
+			if err != nil {
+				return err
+			}
+			o.SRQ = s
+			o.Caps.MaxRecvWR, o.Caps.MaxRecvSGE = 0, 0
 		default:
 			return fmt.Errorf("unknown qp word %s", w)
 		}
@@ -609,8 +651,24 @@ func (g *goDriver) postRecv(tok []string) error {
 	if err != nil {
 		return err
 	}
+	wrs, err := g.recvWRs(tok[1:])
+	if err != nil {
+		return err
+	}
+	err = q.PostRecv(wrs)
+	bad := -1
+	var pe *verbs.PostError
+	if errors.As(err, &pe) {
+		bad = pe.Index
+	}
+	g.printf("post_recv = %d bad=%d\n", errnoOf(err, true), bad)
+	return nil
+}
+
+// recvWRs parses a list of receive work requests.
+func (g *goDriver) recvWRs(tok []string) ([]verbs.RecvWR, error) {
 	wrs := []verbs.RecvWR{{}}
-	for _, w := range tok[1:] {
+	for _, w := range tok {
 		if w == "|" {
 			wrs = append(wrs, verbs.RecvWR{})
 			continue
@@ -621,27 +679,20 @@ func (g *goDriver) postRecv(tok []string) error {
 		case "id":
 			x, err := num(v)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			wr.WRID = x
 		case "sge":
 			s, _, err := g.sge(v)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			wr.SGList = append(wr.SGList, s)
 		default:
-			return fmt.Errorf("unknown recv word %s", w)
+			return nil, fmt.Errorf("unknown recv word %s", w)
 		}
 	}
-	err = q.PostRecv(wrs)
-	bad := -1
-	var pe *verbs.PostError
-	if errors.As(err, &pe) {
-		bad = pe.Index
-	}
-	g.printf("post_recv = %d bad=%d\n", errnoOf(err, true), bad)
-	return nil
+	return wrs, nil
 }
 
 // errnoOf is the errno libmlx5 returns for what goverbs reports as err

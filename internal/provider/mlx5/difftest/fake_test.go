@@ -20,20 +20,20 @@ import (
 // device is the fake device, from the description file both fake kernels
 // read (testdata/device.txt; c/device.c's struct dev has the same keys).
 type device struct {
-	Name, Modalias                                          string
-	NodeGUID, SysImageGUID, FWVer                           uint64
-	VendorID, VendorPartID, HWVer                           uint32
-	MaxQP, MaxQPWR, DeviceCapFlags, MaxSGE, MaxSGERD, MaxCQ uint32
-	MaxCQE, MaxMR, MaxPD, MaxQPRDAtom, MaxQPInitRDAtom      uint32
-	AtomicCap, MaxSRQ, MaxSRQWR, MaxSRQSGE, MaxPkeys        uint32
-	LocalCAAckDelay, NumCompVectors                         uint32
-	QPTabSize, BfRegSize, TotBfregs, CacheLineSize          uint32
-	MaxSqDescSz, MaxRqDescSz, MaxSendWQEBB, MaxRecvWR       uint32
-	MaxSRQRecvWR, CQEVersion, CmdsSuppUHW, EthMinInline     uint32
-	LogUARSize, NumUARsPerPage                              uint32
-	LinkLayer, PortState, MaxMTU, ActiveMTU, GIDTblLen      uint32
-	PkeyTblLen, LID, PortCapFlags, MaxMsgSz                 uint32
-	PDNBase, CQNBase, QPNBase, MkeyBase, FirstBfreg         uint32
+	Name, Modalias                                            string
+	NodeGUID, SysImageGUID, FWVer                             uint64
+	VendorID, VendorPartID, HWVer                             uint32
+	MaxQP, MaxQPWR, DeviceCapFlags, MaxSGE, MaxSGERD, MaxCQ   uint32
+	MaxCQE, MaxMR, MaxPD, MaxQPRDAtom, MaxQPInitRDAtom        uint32
+	AtomicCap, MaxSRQ, MaxSRQWR, MaxSRQSGE, MaxPkeys          uint32
+	LocalCAAckDelay, NumCompVectors                           uint32
+	QPTabSize, BfRegSize, TotBfregs, CacheLineSize            uint32
+	MaxSqDescSz, MaxRqDescSz, MaxSendWQEBB, MaxRecvWR         uint32
+	MaxSRQRecvWR, CQEVersion, CmdsSuppUHW, EthMinInline       uint32
+	LogUARSize, NumUARsPerPage                                uint32
+	LinkLayer, PortState, MaxMTU, ActiveMTU, GIDTblLen        uint32
+	PkeyTblLen, LID, PortCapFlags, MaxMsgSz                   uint32
+	PDNBase, CQNBase, QPNBase, MkeyBase, FirstBfreg, SRQNBase uint32
 }
 
 // deviceKeys maps the file's keys to device's fields.
@@ -53,7 +53,7 @@ var deviceKeys = map[string]string{
 	"port_state": "PortState", "max_mtu": "MaxMTU", "active_mtu": "ActiveMTU", "gid_tbl_len": "GIDTblLen",
 	"pkey_tbl_len": "PkeyTblLen", "lid": "LID", "port_cap_flags": "PortCapFlags", "max_msg_sz": "MaxMsgSz",
 	"pdn_base": "PDNBase", "cqn_base": "CQNBase", "qpn_base": "QPNBase", "mkey_base": "MkeyBase",
-	"first_bfreg": "FirstBfreg",
+	"first_bfreg": "FirstBfreg", "srqn_base": "SRQNBase",
 }
 
 func loadDevice(path string) (*device, error) {
@@ -133,6 +133,7 @@ type fakeKernel struct {
 	handle  uint32
 	npd     uint32
 	nmr     uint32
+	nsrq    uint32
 	cqs     []*fakeCQ
 	qps     []*fakeQP
 	objName map[uint32]string // handle -> "cqN"/"qpN"
@@ -519,6 +520,13 @@ func (k *fakeKernel) Ioctl(raw int, req unsafe.Pointer) unix.Errno {
 		r.out(uverbs.UVERBS_ATTR_DESTROY_CQ_RESP, make([]byte, 8))
 		k.traceCmd("DESTROY_CQ", uhwIn, nil, nil, "")
 		return 0
+	case hdr.Object_id == uverbs.UVERBS_OBJECT_SRQ && hdr.Method_id == uverbs.UVERBS_METHOD_SRQ_CREATE:
+		return k.createSRQ(r, uhwIn)
+	case hdr.Object_id == uverbs.UVERBS_OBJECT_SRQ && hdr.Method_id == uverbs.UVERBS_METHOD_SRQ_DESTROY:
+		k.destroy(r)
+		r.out(uverbs.UVERBS_ATTR_DESTROY_SRQ_RESP, make([]byte, 4))
+		k.traceCmd("DESTROY_SRQ", uhwIn, nil, nil, "")
+		return 0
 	case hdr.Object_id == uverbs.UVERBS_OBJECT_MR && hdr.Method_id == uverbs.UVERBS_METHOD_MR_DESTROY:
 		k.traceCmd("DEREG_MR", uhwIn, nil, nil, "")
 		return 0
@@ -542,7 +550,7 @@ func (k *fakeKernel) destroy(r attrs) {
 	}
 	delete(k.objName, h)
 	k.dropRegions(name)
-	n, _ := strconv.Atoi(name[2:])
+	n, _ := strconv.Atoi(strings.TrimLeft(name, "cqpsr"))
 	if name[0] == 'c' && n < len(k.cqs) {
 		k.cqs[n].live = false
 	}
@@ -700,6 +708,47 @@ func (k *fakeKernel) resizeCQ(r attrs, core, uhwIn []byte) unix.Errno {
 	le.PutUint32(resp[:], nent-1)
 	r.out(uverbs.UVERBS_ATTR_CORE_OUT, resp[:])
 	k.traceCmd("RESIZE_CQ", uhwIn, nil, []int{0}, fmt.Sprintf("cq=%d cqe=%d", n, nent-1))
+	return 0
+}
+
+// createSRQ is c/fake.c's CREATE_SRQ.
+func (k *fakeKernel) createSRQ(r attrs, uhwIn []byte) unix.Errno {
+	le := binary.NativeEndian
+	if len(uhwIn) < 32 {
+		return unix.EINVAL
+	}
+	maxWR := le.Uint32(r.in(uverbs.UVERBS_ATTR_CREATE_SRQ_MAX_WR))
+	maxSGE := le.Uint32(r.in(uverbs.UVERBS_ATTR_CREATE_SRQ_MAX_SGE))
+	desc := max(32, 16+maxSGE*16)
+	d := uint32(1)
+	for d < desc {
+		d <<= 1
+	}
+	nwqe := uint32(1)
+	for nwqe < maxWR+1 && nwqe != 0 {
+		nwqe <<= 1
+	}
+	if nwqe == 0 || maxWR > k.dev.MaxSRQWR || maxSGE > k.dev.MaxSRQSGE {
+		return unix.EINVAL
+	}
+	n := k.nsrq
+	k.nsrq++
+	name := fmt.Sprintf("srq%d", n)
+	k.addRegion(name+".buf", unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&uhwIn[0]))), int(nwqe*d)), false)
+	k.addRegion(name+".db", unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&uhwIn[8]))), 8), false)
+	h := k.newHandle(name)
+	r.setData(uverbs.UVERBS_ATTR_CREATE_SRQ_HANDLE, uint64(h))
+	var v [4]byte
+	le.PutUint32(v[:], nwqe-1)
+	r.out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, v[:])
+	le.PutUint32(v[:], maxSGE)
+	r.out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, v[:])
+	le.PutUint32(v[:], k.dev.SRQNBase+n)
+	r.out(uverbs.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, v[:])
+	var drv [8]byte
+	le.PutUint32(drv[:], k.dev.SRQNBase+n)
+	r.out(uverbs.UVERBS_ATTR_UHW_OUT, drv[:])
+	k.traceCmd("CREATE_SRQ", uhwIn, drv[:], []int{0, 8}, fmt.Sprintf("srq=%d max_wr=%d max_sge=%d", n, maxWR, maxSGE))
 	return 0
 }
 

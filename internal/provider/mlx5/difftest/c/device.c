@@ -30,7 +30,7 @@ static const struct field fields[] = {
 	U32(eth_min_inline), U32(log_uar_size), U32(num_uars_per_page), U32(link_layer),
 	U32(port_state), U32(max_mtu), U32(active_mtu), U32(gid_tbl_len), U32(pkey_tbl_len),
 	U32(lid), U32(port_cap_flags), U32(max_msg_sz), U32(pdn_base), U32(cqn_base),
-	U32(qpn_base), U32(mkey_base), U32(first_bfreg),
+	U32(qpn_base), U32(mkey_base), U32(first_bfreg), U32(srqn_base),
 };
 
 int load_device(const char *path, struct dev *d)

@@ -26,7 +26,7 @@ static int (*inject)(int, const char *);
 
 struct obj {
 	char name[32];
-	int kind; // 'p' pd, 'm' mr, 'c' cq, 'q' qp
+	int kind; // 'p' pd, 'm' mr, 'c' cq, 'q' qp, 's' srq
 	void *p;
 	void *buf;
 	int index; // creation order among its kind (CQs: the fake's number)
@@ -276,6 +276,41 @@ static void post_recv(char **tok, int n)
 	printf("post_recv = %d bad=%d\n", err, bad ? (int)(bad - wrs) : -1);
 }
 
+// post_srq_recv: tok[0] is the SRQ; the WRs follow, as post_recv's.
+static void post_srq_recv(char **tok, int n)
+{
+	struct obj *s = find(tok[0], 's');
+	struct ibv_recv_wr wrs[64];
+	struct ibv_sge sges[64][8];
+	int nwr = 0;
+	memset(wrs, 0, sizeof(wrs));
+	for (int i = 1; i < n; i++) {
+		if (!strcmp(tok[i], "|")) {
+			nwr++;
+			continue;
+		}
+		if (nwr == 64)
+			die("too many work requests%s", "");
+		struct ibv_recv_wr *w = &wrs[nwr];
+		const char *v;
+		w->sg_list = sges[nwr];
+		if (kv(tok[i], "id", &v))
+			w->wr_id = num(v);
+		else if (kv(tok[i], "sge", &v)) {
+			if (w->num_sge == 8)
+				die("too many sges%s", "");
+			sge(v, &sges[nwr][w->num_sge++]);
+		} else
+			die("unknown recv word %s", tok[i]);
+	}
+	nwr++;
+	for (int i = 0; i + 1 < nwr; i++)
+		wrs[i].next = &wrs[i + 1];
+	struct ibv_recv_wr *bad = NULL;
+	int err = ibv_post_srq_recv(s->p, wrs, &bad);
+	printf("post_srq_recv = %d bad=%d\n", err, bad ? (int)(bad - wrs) : -1);
+}
+
 static void run_line(char **tok, int n, char *orig)
 {
 	const char *c = tok[0];
@@ -365,6 +400,11 @@ static void run_line(char **tok, int n, char *orig)
 				a.qp_type = IBV_QPT_UD;
 			else if (!strcmp(tok[i], "sigall"))
 				a.sq_sig_all = 1;
+			else if (kv(tok[i], "srq", &v)) {
+				a.srq = find(v, 's')->p;
+				a.cap.max_recv_wr = 0;
+				a.cap.max_recv_sge = 0;
+			}
 			else if (kv(tok[i], "send", &v))
 				a.cap.max_send_wr = num(v);
 			else if (kv(tok[i], "recv", &v))
@@ -386,6 +426,19 @@ static void run_line(char **tok, int n, char *orig)
 		printf("qp cap=%u,%u,%u,%u,%u\n", a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
 		       a.cap.max_recv_sge, a.cap.max_inline_data);
 		add(tok[1], 'q', qp);
+	} else if (!strcmp(c, "srq") && n == 5) {
+		struct ibv_srq_init_attr a;
+		memset(&a, 0, sizeof(a));
+		a.attr.max_wr = num(tok[3]);
+		a.attr.max_sge = num(tok[4]);
+		struct ibv_srq *s = ibv_create_srq(find(tok[2], 'p')->p, &a);
+		if (!s) {
+			printf("srq = %d\n", errno);
+			return;
+		}
+		add(tok[1], 's', s);
+	} else if (!strcmp(c, "post_srq_recv") && n >= 3) {
+		post_srq_recv(tok + 1, n - 1);
 	} else if (!strcmp(c, "modify") && n == 3) {
 		modify(find(tok[1], 'q')->p, tok[2]);
 	} else if (!strcmp(c, "post_send") && n >= 2) {
@@ -433,6 +486,7 @@ static void run_line(char **tok, int n, char *orig)
 		case 'c': err = ibv_destroy_cq(o->p); break;
 		case 'm': err = ibv_dereg_mr(o->p); break; // the buffer's address stays taken
 		case 'p': err = ibv_dealloc_pd(o->p); break;
+		case 's': err = ibv_destroy_srq(o->p); break;
 		}
 		printf("destroy = %d\n", err);
 		o->p = NULL;

@@ -75,7 +75,7 @@ struct qp {
 };
 static struct qp qps[MAXOBJ];
 static int nqp;
-static uint32_t nhandle = 1, npd, nmr;
+static uint32_t nhandle = 1, npd, nmr, nsrq;
 
 // Handles the fake gave out to CQs and QPs, and the names of their regions.
 static char handle_names[1024][16];
@@ -434,7 +434,7 @@ static void destroy(const uint8_t *in, int ex)
 	if (h >= 1024 || !handle_names[h][0])
 		return;
 	drop_regions(handle_names[h]);
-	int n = atoi(handle_names[h] + 2);
+	int n = atoi(handle_names[h] + strcspn(handle_names[h], "0123456789"));
 	if (handle_names[h][0] == 'c' && n < MAXOBJ)
 		cqs[n].live = 0;
 	if (handle_names[h][0] == 'q' && n < MAXOBJ)
@@ -636,6 +636,46 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 		trace_cmd(name, drv, drvlen, NULL, 0, NULL, extra);
 		return 0;
 	}
+	case IB_USER_VERBS_CMD_CREATE_SRQ: {
+		uint32_t maxwr, maxsge;
+		memcpy(&maxwr, in + 20, 4);
+		memcpy(&maxsge, in + 24, 4);
+		struct mlx5_ib_create_srq u = {0};
+		memcpy(&u, drv, drvlen < sizeof(u) ? drvlen : sizeof(u));
+		// The kernel's buffer: roundup(max_wr+1) WQEs of the next
+		// segment and max_sge data segments, at least 32 bytes, rounded
+		// up to a power of two (mlx5_ib create_srq_user).
+		uint32_t desc = 16 + maxsge * 16, nwqe = 1;
+		if (desc < 32)
+			desc = 32;
+		uint32_t d = 1;
+		while (d < desc)
+			d <<= 1;
+		while (nwqe < maxwr + 1 && nwqe)
+			nwqe <<= 1;
+		if (nsrq == MAXOBJ || !nwqe || maxwr > dev.max_srq_wr || maxsge > dev.max_srq_sge)
+			return fail(EINVAL);
+		char rn[32];
+		snprintf(rn, sizeof(rn), "srq%u.buf", nsrq);
+		add_region(rn, (void *)(uintptr_t)u.buf_addr, (size_t)nwqe * d, 0);
+		snprintf(rn, sizeof(rn), "srq%u.db", nsrq);
+		add_region(rn, (void *)(uintptr_t)u.db_addr, 8, 0);
+		uint32_t core[4] = {new_handle("srq", nsrq), nwqe - 1, maxsge, dev.srqn_base + nsrq};
+		struct mlx5_ib_create_srq_resp r = {dev.srqn_base + nsrq, 0};
+		respond(resp, core, 16, &r, sizeof(r), outlen);
+		static const int a[] = {0, 8, -1};
+		snprintf(extra, sizeof(extra), "srq=%u max_wr=%u max_sge=%u", nsrq, maxwr, maxsge);
+		nsrq++;
+		trace_cmd(name, drv, drvlen, &r, sizeof(r), a, extra);
+		return 0;
+	}
+	case IB_USER_VERBS_CMD_DESTROY_SRQ: {
+		uint8_t core[4] = {0};
+		destroy(in, ex);
+		respond(resp, core, 4, NULL, 0, outlen);
+		trace_cmd(name, drv, drvlen, NULL, 0, NULL, NULL);
+		return 0;
+	}
 	case IB_USER_VERBS_CMD_RESIZE_CQ: {
 		uint32_t h, cqe;
 		memcpy(&h, in + 8, 4);
@@ -754,6 +794,8 @@ ssize_t write(int fd, const void *buf, size_t len)
 		case IB_USER_VERBS_CMD_CREATE_CQ: core = 32; coreout = 8; break;
 		case IB_USER_VERBS_CMD_DESTROY_CQ: core = 16; coreout = 8; break;
 		case IB_USER_VERBS_CMD_RESIZE_CQ: core = 16; coreout = 8; break;
+		case IB_USER_VERBS_CMD_CREATE_SRQ: core = 32; coreout = 16; break;
+		case IB_USER_VERBS_CMD_DESTROY_SRQ: core = 16; coreout = 4; break;
 		case IB_USER_VERBS_CMD_CREATE_QP: core = 56; coreout = 32; break;
 		case IB_USER_VERBS_CMD_MODIFY_QP: core = 112; break;
 		case IB_USER_VERBS_CMD_DESTROY_QP: core = 16; coreout = 4; break;

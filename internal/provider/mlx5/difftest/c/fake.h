@@ -22,7 +22,7 @@ struct dev {
 	uint32_t link_layer, port_state, max_mtu, active_mtu, gid_tbl_len, pkey_tbl_len, lid;
 	uint32_t port_cap_flags, max_msg_sz;
 	// numbering the fake kernel hands out
-	uint32_t pdn_base, cqn_base, qpn_base, mkey_base, first_bfreg;
+	uint32_t pdn_base, cqn_base, qpn_base, mkey_base, first_bfreg, srqn_base;
 };
 
 int load_device(const char *path, struct dev *d);
