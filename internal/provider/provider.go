@@ -454,6 +454,18 @@ type KernelAHs interface {
 	NewAH(attr *uverbs.AhAttr) AH
 }
 
+// UserAHsOnIB is a UserAHs whose address handles also serve InfiniBand
+// ports, where an address vector names the destination by LID (mlx5: on
+// InfiniBand libmlx5 builds the AV in user space and asks the kernel
+// nothing). For a port OnIB reports as InfiniBand (from what the context
+// learned at Start, as libmlx5 caches it), verbs calls NewUserAH with a
+// zero MAC at once: no query, nothing to resolve.
+type UserAHsOnIB interface {
+	UserAHs
+	// OnIB reports whether port's link layer is InfiniBand.
+	OnIB(port uint8) bool
+}
+
 // UserAHs is a Context whose address handles live in user space, as
 // rdma-core's provider for the device builds them: its kernel driver
 // creates none for user space (CREATE_AH is EOPNOTSUPP), and each UD work

@@ -9,10 +9,11 @@
 // What it carries so far: the context (GET_CONTEXT with
 // mlx5_ib_alloc_ucontext_req_v2, the UAR pages and BlueFlame registers),
 // PDs, MRs, CQs with 64-byte CQEs (poll, error CQEs, arm, resize, the
-// removal of a destroyed or reset QP's completions), RC and UC QPs
+// removal of a destroyed or reset QP's completions), RC, UC and UD QPs
 // (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA WRITE (with immediate), RDMA
 // READ, atomics, inline data, fences, solicited events), their receive
-// queues and SRQs. Not yet: UD, address handles, 128-byte CQEs.
+// queues, SRQs, and address handles on InfiniBand ports. Not yet:
+// address handles on RoCE ports, 128-byte CQEs.
 //
 // Its sizes, driver data and queue bytes are those of libmlx5: the
 // differential tests in ./difftest run scenarios through libibverbs +
@@ -42,7 +43,8 @@ var (
 	errQueueSize = errors.New("mlx5: unsupported queue size")
 	errDevice    = errors.New("mlx5: the kernel's answer cannot be used")
 	// ErrNotYet is returned for what the provider does not carry yet
-	// (UD QPs, a kernel that allocates UARs dynamically).
+	// (address handles on RoCE ports, a kernel that allocates UARs
+	// dynamically).
 	ErrNotYet = errors.New("mlx5: not supported by goverbs' mlx5 provider yet")
 )
 
@@ -59,9 +61,11 @@ type ucontext struct {
 	bfs                   []bf
 	cqUAR                 unsafe.Pointer // where CQ arm doorbells go (UAR page 0)
 
-	// From EX_QUERY_DEVICE.
-	atomics bool
-	devResp queryDeviceResp
+	// From EX_QUERY_DEVICE and QUERY_PORT (port 1).
+	atomics   bool
+	devResp   queryDeviceResp
+	linkLayer uint8
+	portFlags uint8
 
 	dbrecs dbrecPages
 	uidxs  uidxAlloc
@@ -183,6 +187,7 @@ func (c *ucontext) query() error {
 	if err := r.Do(c.fd); err != nil {
 		return fmt.Errorf("mlx5: query port 1: %w", err)
 	}
+	c.linkLayer, c.portFlags = port.Legacy_resp.Link_layer, port.Legacy_resp.Flags
 	return nil
 }
 

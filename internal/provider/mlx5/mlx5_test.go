@@ -75,7 +75,7 @@ func TestQPSizingErrors(t *testing.T) {
 		{Type: uverbs.IB_UVERBS_QPT_RC, Cap: uverbs.QpCap{Recv_wr: 1 << 16}},
 		{Type: uverbs.IB_UVERBS_QPT_RC, Cap: uverbs.QpCap{Recv_wr: 1, Recv_sge: 33}},
 		{Type: uverbs.IB_UVERBS_QPT_RC},
-		{Type: uverbs.IB_UVERBS_QPT_UD, Cap: uverbs.QpCap{Send_wr: 1}},
+		{Type: uverbs.IB_UVERBS_QPT_RAW_PACKET, Cap: uverbs.QpCap{Send_wr: 1}},
 	} {
 		if q, err := c.NewQP(a); err == nil {
 			q.Release()

@@ -48,7 +48,7 @@ func sqOverhead(typ uint8) (uint32, error) {
 // NewQP sizes the queues as libmlx5's mlx5_calc_wq_size and allocates the
 // buffer and then the doorbell record.
 func (c *ucontext) NewQP(attr provider.QPAttr) (provider.QP, error) {
-	if attr.Type != uverbs.IB_UVERBS_QPT_RC && attr.Type != uverbs.IB_UVERBS_QPT_UC {
+	if attr.Type != uverbs.IB_UVERBS_QPT_RC && attr.Type != uverbs.IB_UVERBS_QPT_UC && attr.Type != uverbs.IB_UVERBS_QPT_UD {
 		return nil, fmt.Errorf("%w: QP type %d", ErrNotYet, attr.Type)
 	}
 	p := &qp{ctx: c, attr: attr, caps: attr.Cap}
@@ -264,7 +264,8 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	nextFence := s.fmCache
 	for ; nreq < len(wrs); nreq++ {
 		wr := &wrs[nreq]
-		if _, err = check.CheckSend(nreq, wr); err != nil {
+		var ah provider.AH
+		if ah, err = check.CheckSend(nreq, wr); err != nil {
 			break
 		}
 		var op byte
@@ -331,14 +332,15 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 		atomic := false
 		switch wr.Opcode {
 		case provider.WRRDMARead, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
-			if wr.Opcode == provider.WRRDMARead && s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UC {
+			if s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UD ||
+				wr.Opcode == provider.WRRDMARead && s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UC {
 				break
 			}
 			setRaddr(seg, wr.RemoteAddr, wr.RKey)
 			seg = unsafe.Add(seg, raddrSegSize)
 			size += raddrSegSize / 16
 		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
-			if s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UC {
+			if s.qp.attr.Type != uverbs.IB_UVERBS_QPT_RC {
 				break
 			}
 			if !s.qp.ctx.atomics {
@@ -359,6 +361,19 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 		}
 		if err != nil {
 			break
+		}
+		if s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UD {
+			a, ok := ah.(*addressHandle)
+			if !ok {
+				err = s.errs.At(nreq, provider.ReasonNotCapable)
+				break
+			}
+			setDatagram(seg, a, wr.RemoteQPN, wr.RemoteQKey)
+			seg = unsafe.Add(seg, datagramSeg)
+			size += datagramSeg / 16
+			if seg == s.end {
+				seg = s.start
+			}
 		}
 		if wr.Flags&provider.SendInline != 0 && (wr.InlineData != nil || len(wr.SGList) > 0) {
 			sz, ok := s.setInline(seg, wr)

@@ -9,6 +9,7 @@ package difftest
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -345,6 +346,57 @@ func (g *goDriver) run(tok []string) error {
 			return nil
 		}
 		g.objs[tok[1]] = s
+	case c == "ah" && n >= 3:
+		pd, err := get[*verbs.PD](g, tok[2])
+		if err != nil {
+			return err
+		}
+		a := verbs.AHAttr{Port: 1}
+		for _, w := range tok[3:] {
+			k, v, _ := strings.Cut(w, "=")
+			if k == "global" {
+				a.IsGlobal = true
+				continue
+			}
+			if k == "dgid" {
+				b, err := hex.DecodeString(v)
+				if err != nil || len(b) != 16 {
+					return fmt.Errorf("dgid wants 32 hex digits: %s", v)
+				}
+				copy(a.GRH.DGID[:], b)
+				continue
+			}
+			x, err := num(v)
+			if err != nil {
+				return err
+			}
+			switch k {
+			case "dlid":
+				a.DLID = uint16(x)
+			case "sl":
+				a.SL = uint8(x)
+			case "path":
+				a.SrcPathBits = uint8(x)
+			case "rate":
+				a.StaticRate = uint8(x)
+			case "sgid":
+				a.GRH.SGIDIndex = uint8(x)
+			case "flow":
+				a.GRH.FlowLabel = uint32(x)
+			case "hop":
+				a.GRH.HopLimit = uint8(x)
+			case "tclass":
+				a.GRH.TrafficClass = uint8(x)
+			default:
+				return fmt.Errorf("unknown ah word %s", w)
+			}
+		}
+		ah, err := pd.CreateAH(&a)
+		if err != nil {
+			g.printf("ah = %v\n", err)
+			return nil
+		}
+		g.objs[tok[1]] = ah
 	case c == "post_srq_recv" && n >= 3:
 		s, err := get[*srq.SRQ](g, tok[1])
 		if err != nil {
@@ -459,6 +511,8 @@ func (g *goDriver) run(tok []string) error {
 			err = o.Close()
 		case *srq.SRQ:
 			err = o.Close()
+		case *verbs.AH:
+			err = o.Close()
 		}
 		if err != nil {
 			g.printf("destroy = %v\n", err)
@@ -541,6 +595,23 @@ func (g *goDriver) newQP(tok []string) error {
 func (g *goDriver) modify(q *qp.QP, to string) error {
 	var a qp.Attr
 	var mask qp.AttrMask
+	if q.Type() == qp.UD && (to == "init" || to == "rtr" || to == "rts") {
+		switch to {
+		case "init":
+			a = qp.Attr{State: qp.Init, Port: 1, QKey: 0x11111111}
+			mask = qp.MaskState | qp.MaskPkeyIndex | qp.MaskPort | qp.MaskQKey
+		case "rtr":
+			a, mask = qp.Attr{State: qp.RTR}, qp.MaskState
+		case "rts":
+			a, mask = qp.Attr{State: qp.RTS}, qp.MaskState|qp.MaskSQPSN
+		}
+		if err := q.Modify(&a, mask); err != nil {
+			g.printf("modify %s = %v\n", to, err)
+			return nil
+		}
+		g.printf("modify %s = 0\n", to)
+		return nil
+	}
 	switch to {
 	case "init":
 		a = qp.Attr{State: qp.Init, Port: 1, Access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic}
@@ -587,7 +658,7 @@ func (g *goDriver) postSend(tok []string) error {
 		for i++; i < len(tok) && tok[i] != "|"; i++ {
 			k, v, _ := strings.Cut(tok[i], "=")
 			var x uint64
-			if v != "" && k != "sge" {
+			if v != "" && k != "sge" && k != "ah" {
 				if x, err = num(v); err != nil {
 					return err
 				}
@@ -620,6 +691,16 @@ func (g *goDriver) postSend(tok []string) error {
 				wr.RKey = uint32(x)
 			case "cmp":
 				wr.CompareAdd = x
+			case "ah":
+				ah, err := get[*verbs.AH](g, v)
+				if err != nil {
+					return err
+				}
+				wr.AH = ah
+			case "rqpn":
+				wr.RemoteQPN = uint32(x)
+			case "qkey":
+				wr.RemoteQKey = uint32(x)
 			case "swap":
 				wr.Swap = x
 			default:

@@ -26,7 +26,7 @@ static int (*inject)(int, const char *);
 
 struct obj {
 	char name[32];
-	int kind; // 'p' pd, 'm' mr, 'c' cq, 'q' qp, 's' srq
+	int kind; // 'p' pd, 'm' mr, 'c' cq, 'q' qp, 's' srq, 'a' ah
 	void *p;
 	void *buf;
 	int index; // creation order among its kind (CQs: the fake's number)
@@ -131,6 +131,25 @@ static void modify(struct ibv_qp *qp, const char *to)
 	struct ibv_qp_attr a;
 	int mask;
 	memset(&a, 0, sizeof(a));
+	if (qp->qp_type == IBV_QPT_UD) {
+		// UD: the Q_Key at INIT, nothing else but the send PSN.
+		if (!strcmp(to, "init")) {
+			a.qp_state = IBV_QPS_INIT;
+			a.port_num = 1;
+			a.qkey = 0x11111111;
+			mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		} else if (!strcmp(to, "rtr")) {
+			a.qp_state = IBV_QPS_RTR;
+			mask = IBV_QP_STATE;
+		} else if (!strcmp(to, "rts")) {
+			a.qp_state = IBV_QPS_RTS;
+			mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		} else
+			goto common;
+		printf("modify %s = %d\n", to, ibv_modify_qp(qp, &a, mask));
+		return;
+	}
+common:
 	if (!strcmp(to, "init")) {
 		a.qp_state = IBV_QPS_INIT;
 		a.pkey_index = 0;
@@ -218,6 +237,12 @@ static void post_send(char **tok, int n)
 				rkey = num(v);
 			else if (kv(tok[i], "cmp", &v))
 				cmp = num(v);
+			else if (kv(tok[i], "ah", &v))
+				w->wr.ud.ah = find(v, 'a')->p;
+			else if (kv(tok[i], "rqpn", &v))
+				w->wr.ud.remote_qpn = num(v);
+			else if (kv(tok[i], "qkey", &v))
+				w->wr.ud.remote_qkey = num(v);
 			else if (kv(tok[i], "swap", &v))
 				swap = num(v);
 			else
@@ -229,7 +254,7 @@ static void post_send(char **tok, int n)
 			w->wr.atomic.rkey = rkey;
 			w->wr.atomic.compare_add = cmp;
 			w->wr.atomic.swap = swap;
-		} else {
+		} else if (raddr || rkey) {
 			w->wr.rdma.remote_addr = raddr;
 			w->wr.rdma.rkey = rkey;
 		}
@@ -437,6 +462,47 @@ static void run_line(char **tok, int n, char *orig)
 			return;
 		}
 		add(tok[1], 's', s);
+	} else if (!strcmp(c, "ah") && n >= 3) {
+		struct ibv_ah_attr a;
+		memset(&a, 0, sizeof(a));
+		a.port_num = 1;
+		for (int i = 3; i < n; i++) {
+			if (kv(tok[i], "dlid", &v))
+				a.dlid = num(v);
+			else if (kv(tok[i], "sl", &v))
+				a.sl = num(v);
+			else if (kv(tok[i], "path", &v))
+				a.src_path_bits = num(v);
+			else if (kv(tok[i], "rate", &v))
+				a.static_rate = num(v);
+			else if (!strcmp(tok[i], "global"))
+				a.is_global = 1;
+			else if (kv(tok[i], "sgid", &v))
+				a.grh.sgid_index = num(v);
+			else if (kv(tok[i], "flow", &v))
+				a.grh.flow_label = num(v);
+			else if (kv(tok[i], "hop", &v))
+				a.grh.hop_limit = num(v);
+			else if (kv(tok[i], "tclass", &v))
+				a.grh.traffic_class = num(v);
+			else if (kv(tok[i], "dgid", &v)) {
+				if (strlen(v) != 32)
+					die("dgid wants 32 hex digits: %s", v);
+				for (int k = 0; k < 16; k++) {
+					unsigned x;
+					if (sscanf(v + 2 * k, "%2x", &x) != 1)
+						die("bad dgid %s", v);
+					a.grh.dgid.raw[k] = x;
+				}
+			} else
+				die("unknown ah word %s", tok[i]);
+		}
+		struct ibv_ah *ah = ibv_create_ah(find(tok[2], 'p')->p, &a);
+		if (!ah) {
+			printf("ah = %d\n", errno);
+			return;
+		}
+		add(tok[1], 'a', ah);
 	} else if (!strcmp(c, "post_srq_recv") && n >= 3) {
 		post_srq_recv(tok + 1, n - 1);
 	} else if (!strcmp(c, "modify") && n == 3) {
@@ -487,6 +553,7 @@ static void run_line(char **tok, int n, char *orig)
 		case 'm': err = ibv_dereg_mr(o->p); break; // the buffer's address stays taken
 		case 'p': err = ibv_dealloc_pd(o->p); break;
 		case 's': err = ibv_destroy_srq(o->p); break;
+		case 'a': err = ibv_destroy_ah(o->p); break;
 		}
 		printf("destroy = %d\n", err);
 		o->p = NULL;
