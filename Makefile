@@ -422,6 +422,7 @@ MLX5_CACHE := $(CURDIR)/.cache/mlx5
 MLX5_C     := internal/provider/mlx5/difftest/c
 .PHONY: test-mlx5 mlx5-c
 mlx5-c:
+	@hack/vm/install-deps.sh gcc libc6-dev libibverbs-dev ibverbs-providers
 	@mkdir -p $(MLX5_CACHE)
 	gcc -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $(MLX5_CACHE)/fake.so $(MLX5_C)/fake.c $(MLX5_C)/device.c -ldl
 	gcc -O1 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/driver $(MLX5_C)/driver.c -libverbs -ldl
