@@ -70,6 +70,9 @@ type CQ struct {
 	ring provider.CQ
 	// ready is ring's emptiness test (ring.Ready), read under pollLock.
 	ready *provider.Ready
+	// bad reports CQEs the provider could not turn into completions
+	// (provider.BadCQEs), or is nil.
+	bad provider.BadCQEs
 	// pollLock is Poll's one lock and close guard: Resize holds it across
 	// RESIZE_CQ and the ring's switch, Close closes it.
 	pollLock provider.Lock
@@ -172,6 +175,7 @@ func (c *CQ) create(opts Options) error {
 	}
 	c.ring = ring
 	c.ready = ring.Ready()
+	c.bad, _ = ring.(provider.BadCQEs)
 	c.cqe = int(respCQE)
 	return nil
 }
@@ -216,6 +220,12 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 		return 0, nil
 	}
 	n := c.ring.Poll(provider.View[provider.WC](wc))
+	if n < len(wc) && c.bad != nil {
+		if k, what := c.bad.BadCQE(); k > 0 {
+			c.pollLock.Unlock()
+			return n, fmt.Errorf("cq: poll: %d bad completion entries (the last: %s): %w", k, what, verbs.ErrBadCompletion)
+		}
+	}
 	c.pollLock.Unlock()
 	return n, nil
 }

@@ -286,6 +286,18 @@ type CQ interface {
 	Release() error
 }
 
+// BadCQEs is implemented by a CQ whose ring may hold a CQE it cannot turn
+// into a completion: a hardware ring, where a device or kernel fault, or
+// a CQE left over from an object long gone, may name no QP of the context
+// or carry an opcode the provider does not know. Poll consumes such a CQE,
+// returns the completions before it and counts it; BadCQE returns the
+// count since the last call and what the last one was, and clears the
+// count. The generic Poll asks only when Poll returned fewer completions
+// than there was room for, and turns a count into an error.
+type BadCQEs interface {
+	BadCQE() (n int, last string)
+}
+
 // CQCleaner is implemented by a provider CQ whose ring lives in user
 // memory and that removes a QP's completions from it when the QP is
 // destroyed or moved back to RESET, as rdma-core's providers of that

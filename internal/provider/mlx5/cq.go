@@ -25,6 +25,11 @@ type CQ struct {
 	cqn   uint32
 	armSN atomic.Uint32
 	ready provider.Ready
+	// CQEs Poll consumed but could not turn into completions (BadCQE).
+	bad     int
+	badOp   byte
+	badQPN  uint32
+	badUIdx uint32
 }
 
 // NewCQ allocates the ring of a CQ of at least cqe entries: cqe+1 rounded
@@ -126,6 +131,13 @@ func (q *CQ) Poll(wc []provider.WC) int {
 		q.ci++
 		fromDevice()
 		if !q.parse(cqe, &wc[n]) {
+			// libmlx5 fails the whole poll (CQ_POLL_ERR); goverbs
+			// returns the completions before it and reports the entry
+			// (BadCQE).
+			q.bad++
+			q.badOp = *(*byte)(unsafe.Add(cqe, cqeOpOwn)) >> 4
+			q.badQPN = be32(unsafe.Add(cqe, cqeSopDropQPN)) & 0xffffff
+			q.badUIdx = be32(unsafe.Add(cqe, cqeSRQNUIdx)) & 0xffffff
 			break
 		}
 		n++
@@ -265,10 +277,24 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 				atomic.AddUint32(&r.tail, 1)
 			}
 		}
+	default:
+		// RESIZE_CQ outside a resize, and opcodes libmlx5 does not know:
+		// libmlx5 returns a completion with only the QP number and the
+		// flags written; goverbs reports a bad entry.
+		return false
 	}
-	// Other opcodes (RESIZE_CQ, and ones libmlx5 does not know) come out
-	// as a completion with only the QP number and no flags, as in libmlx5.
 	return true
+}
+
+// BadCQE returns how many CQEs Poll consumed without a completion since
+// the last call, and what the last one was.
+func (q *CQ) BadCQE() (int, string) {
+	n := q.bad
+	if n == 0 {
+		return 0, ""
+	}
+	q.bad = 0
+	return n, fmt.Sprintf("CQE opcode %d for QP %#x, user index %#x", q.badOp, q.badQPN, q.badUIdx)
 }
 
 // copyIn copies n bytes of a scattered CQE at src into the receive WQE

@@ -282,12 +282,12 @@ func (k *fakeKernel) inject(cq int, spec string) error {
 		return fmt.Errorf("inject: no CQ %d", cq)
 	}
 	c := k.cqs[cq]
-	cqe, qpn, err := fakeCQE(spec)
+	cqe, qpn, hasUIdx, err := fakeCQE(spec)
 	if err != nil {
 		return err
 	}
 	for _, q := range k.qps {
-		if q.live && q.qpn == qpn {
+		if q.live && q.qpn == qpn && !hasUIdx {
 			v := binary.BigEndian.Uint32(cqe[32:])
 			binary.BigEndian.PutUint32(cqe[32:], v&0xff000000|q.uidx)
 		}
@@ -302,11 +302,11 @@ func (k *fakeKernel) inject(cq int, spec string) error {
 }
 
 // fakeCQE is c/device.c's fake_cqe.
-func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
+func fakeCQE(spec string) (cqe [64]byte, qpn uint32, hasUIdx bool, err error) {
 	kinds := map[string]int{"req": 0, "resp_write_imm": 1, "resp_send": 2, "resp_send_imm": 3,
 		"resp_send_inv": 4, "req_err": 13, "resp_err": 14, "invalid": 15}
 	op := -1
-	var wqe, bytes, imm, synd, vendor, sop, flags, rqpn, slid, opbits uint32
+	var wqe, bytes, imm, synd, vendor, sop, flags, rqpn, slid, opbits, uidx uint32
 	for _, tok := range strings.Fields(spec) {
 		key, val, ok := strings.Cut(tok, "=")
 		if op < 0 && !ok {
@@ -316,17 +316,17 @@ func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
 			}
 			n, err := strconv.ParseUint(tok, 0, 32)
 			if err != nil || n > 15 {
-				return cqe, 0, fmt.Errorf("cqe: bad kind %s", tok)
+				return cqe, 0, false, fmt.Errorf("cqe: bad kind %s", tok)
 			}
 			op = int(n)
 			continue
 		}
 		if !ok {
-			return cqe, 0, fmt.Errorf("cqe: bad word %s", tok)
+			return cqe, 0, false, fmt.Errorf("cqe: bad word %s", tok)
 		}
 		n, err := strconv.ParseUint(val, 0, 32)
 		if err != nil {
-			return cqe, 0, fmt.Errorf("cqe: bad value %s", val)
+			return cqe, 0, false, fmt.Errorf("cqe: bad value %s", val)
 		}
 		v := uint32(n)
 		switch key {
@@ -352,14 +352,17 @@ func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
 			slid = v
 		case "opbits":
 			opbits = v
+		case "uidx":
+			uidx, hasUIdx = v, true
 		default:
-			return cqe, 0, fmt.Errorf("cqe: unknown key %s", key)
+			return cqe, 0, false, fmt.Errorf("cqe: unknown key %s", key)
 		}
 	}
 	if op < 0 {
-		return cqe, 0, errors.New("cqe: no kind")
+		return cqe, 0, false, errors.New("cqe: no kind")
 	}
 	be := binary.BigEndian
+	be.PutUint32(cqe[32:], uidx&0xffffff)
 	be.PutUint16(cqe[22:], uint16(slid))
 	be.PutUint32(cqe[24:], flags<<24|rqpn&0xffffff)
 	be.PutUint32(cqe[36:], imm)
@@ -371,7 +374,7 @@ func fakeCQE(spec string) (cqe [64]byte, qpn uint32, err error) {
 		cqe[55] = byte(synd)
 	}
 	cqe[63] = byte(op<<4) | byte(opbits&0xe)
-	return cqe, qpn, nil
+	return cqe, qpn, hasUIdx, nil
 }
 
 // attrs is a decoded ioctl request.

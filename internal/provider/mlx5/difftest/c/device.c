@@ -164,8 +164,9 @@ static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
 // requester's send opcode in sop_drop_qpn's top byte), flags (flags_rqpn's
 // top byte), rqpn, slid, owner (the owner bit's value instead of the pass's:
 // the fake then writes a CQE still owned by the device), opbits (op_own's
-// low bits but the owner bit: 0x4 scatter to CQE 32, 0x8 of 64).
-int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
+// low bits but the owner bit: 0x4 scatter to CQE 32, 0x8 of 64), uidx (the
+// user index; else the fake puts in the QP's).
+int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx)
 {
 	static const struct { const char *n; int op; } kinds[] = {
 		{"req", 0}, {"resp_write_imm", 1}, {"resp_send", 2}, {"resp_send_imm", 3},
@@ -173,10 +174,11 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 	};
 	char buf[512], *save, *tok;
 	int op = -1;
-	uint32_t wqe = 0, bytes = 0, imm = 0, synd = 0, vendor = 0, sop = 0, flags = 0, rqpn = 0, slid = 0, opbits = 0;
+	uint32_t wqe = 0, bytes = 0, imm = 0, synd = 0, vendor = 0, sop = 0, flags = 0, rqpn = 0, slid = 0, opbits = 0, uidx = 0;
 	snprintf(buf, sizeof(buf), "%s", spec);
 	memset(cqe, 0, 64);
 	*qpn = 0;
+	*has_uidx = 0;
 	for (tok = strtok_r(buf, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
 		char *eq = strchr(tok, '=');
 		if (op < 0 && !eq) {
@@ -215,6 +217,7 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 		else if (!strcmp(tok, "rqpn")) rqpn = v;
 		else if (!strcmp(tok, "slid")) slid = v;
 		else if (!strcmp(tok, "opbits")) opbits = v;
+		else if (!strcmp(tok, "uidx")) { uidx = v; *has_uidx = 1; }
 		else {
 			fprintf(stderr, "cqe: unknown key %s\n", tok);
 			return -1;
@@ -224,6 +227,7 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn)
 		fprintf(stderr, "cqe: no kind\n");
 		return -1;
 	}
+	put32(cqe + 32, uidx & 0xffffff);
 	put16(cqe + 22, slid);
 	put32(cqe + 24, flags << 24 | (rqpn & 0xffffff));
 	put32(cqe + 36, imm);

@@ -530,8 +530,9 @@ static void run_line(char **tok, int n, char *orig)
 		printf("poll = %d\n", got);
 		for (int i = 0; i < got; i++)
 			print_wc(i, &wc[i]);
-		// What the poll did not fill stays poisoned.
-		for (int i = got < 0 ? 0 : got; i < want; i++) {
+		// What the poll did not fill stays poisoned (a failed poll may
+		// have written the entry it failed on).
+		for (int i = got < 0 ? want : got; i < want; i++) {
 			const uint8_t *b = (const uint8_t *)&wc[i];
 			for (size_t k = 0; k < sizeof(wc[i]); k++)
 				if (b[k] != 0xa5)

@@ -222,9 +222,10 @@ int fk_inject(int cq, const char *spec)
 	struct cq *c = &cqs[cq];
 	uint8_t cqe[64];
 	uint32_t qpn = 0;
-	if (fake_cqe(spec, cqe, &qpn) < 0)
+	int has_uidx;
+	if (fake_cqe(spec, cqe, &qpn, &has_uidx) < 0)
 		return -1;
-	for (int i = 0; i < nqp; i++)
+	for (int i = 0; i < nqp && !has_uidx; i++)
 		if (qps[i].live && qps[i].qpn == qpn)
 			put32(cqe + 32, (be32toh(*(uint32_t *)(cqe + 32)) & 0xff000000) | qps[i].uidx);
 	uint32_t idx = c->pi & (c->nent - 1);

@@ -30,7 +30,7 @@ void fake_ucontext_resp(const struct dev *d, struct mlx5_ib_alloc_ucontext_resp 
 void fake_query_device(const struct dev *d, struct ib_uverbs_ex_query_device_resp *core,
 		       struct mlx5_ib_query_device_resp *r);
 void fake_query_port(const struct dev *d, struct ib_uverbs_query_port_resp *r);
-int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn);
+int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx);
 
 // Called by the driver (found with dlsym).
 void fk_dump(const char *label);
