@@ -203,6 +203,10 @@ func (c *CQ) CQE() int {
 
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks and never allocates; 0 means the CQ is empty.
+// A completion entry the provider cannot attribute to a work request (a
+// hardware CQ's entry naming no QP of the context) is consumed and ends
+// the poll with an error matching verbs.ErrBadCompletion, after the
+// completions before it.
 // For a completion whose Status is not WCSuccess only WRID, Status, QPNum
 // and VendorErr are valid.
 func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
