@@ -2,6 +2,8 @@
 
 package mlx5
 
+import "unsafe"
+
 // The barriers of rdma-core's util/udma_barrier.h that libmlx5 uses, in
 // assembly: Go's sync/atomic orders memory between goroutines (on arm64
 // with load-acquire and store-release, which order accesses for observers
@@ -33,6 +35,14 @@ func wcFlush()
 // full is a full barrier (amd64: MFENCE; arm64: DSB SY): the arm doorbell
 // before any CQE check after it (see provider.CQ's Arm).
 func full()
+
+// copy64 copies 64 bytes from src to the BlueFlame register at dst in
+// ascending address order (mmio_memcpy_x64 of one block): on amd64 eight
+// 8-byte stores, as rdma-core's generic version; on arm64 one 64-byte
+// store of four vector registers (ST1; rdma-core's vst4q_u64 of a vld4q_u64
+// stores the same bytes with one instruction too), so that the
+// write-combining buffer sees the block whole.
+func copy64(dst, src unsafe.Pointer)
 
 // store64 is a single 64-bit store to device memory that the compiler
 // neither splits nor merges (mmio_write64_be's store; the value is in

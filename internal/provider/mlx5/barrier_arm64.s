@@ -31,3 +31,11 @@ TEXT ·store64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVD	v+8(FP), R1
 	MOVD	R1, (R0)
 	RET
+
+// func copy64(dst, src unsafe.Pointer)
+TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD	dst+0(FP), R0
+	MOVD	src+8(FP), R1
+	VLD1	(R1), [V0.D2, V1.D2, V2.D2, V3.D2]
+	VST1	[V0.D2, V1.D2, V2.D2, V3.D2], (R0)
+	RET

@@ -2,7 +2,10 @@
 
 package mlx5
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 var fence atomic.Uint32
 
@@ -16,3 +19,9 @@ func wcFlush()    { fence.Add(1) }
 func full()       { fence.Add(1) }
 
 func store64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
+
+func copy64(dst, src unsafe.Pointer) {
+	for i := uintptr(0); i < 64; i += 8 {
+		atomic.StoreUint64((*uint64)(unsafe.Add(dst, i)), *(*uint64)(unsafe.Add(src, i)))
+	}
+}

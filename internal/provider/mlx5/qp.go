@@ -480,15 +480,13 @@ func (s *sendQueue) doorbell(nreq int, inl bool, size uint32, ctrl unsafe.Pointe
 	wcStart()
 	reg := unsafe.Add(b.reg, b.offset)
 	if nreq == 1 && b.uuarn != 0 && size > 1 && size <= b.bufSize/16 {
-		// mlx5_bf_copy: 64-byte chunks, 8 bytes a store, wrapping the
-		// source at the end of the queue. (prefer_bf is libmlx5's
+		// mlx5_bf_copy: 64-byte blocks (copy64), wrapping the source at
+		// the end of the queue. (prefer_bf is libmlx5's
 		// default, so inline or not makes no difference here.)
 		_ = inl
 		src := ctrl
 		for n := int(align(uintptr(size)*16, 64)); n > 0; n -= 64 {
-			for i := uintptr(0); i < 64; i += 8 {
-				store64((*uint64)(unsafe.Add(reg, i)), *(*uint64)(unsafe.Add(src, i)))
-			}
+			copy64(reg, src)
 			reg = unsafe.Add(reg, 64)
 			src = unsafe.Add(src, 64)
 			if src == s.end {
