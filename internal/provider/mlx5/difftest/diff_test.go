@@ -9,6 +9,7 @@ package difftest
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -476,6 +477,31 @@ func (g *goDriver) run(tok []string) error {
 				i, w.WRID, int32(w.Status), int32(w.Opcode), w.VendorErr, w.ByteLen, w.ImmData, w.QPNum, w.SrcQP,
 				flags, w.PkeyIndex, w.SLID, w.SL, w.DLIDPathBits)
 		}
+	case c == "event" && n == 2:
+		q, err := get[*cq.CQ](g, tok[1])
+		if err != nil {
+			return err
+		}
+		if err := g.k.event(g.cqi[q]); err != nil {
+			return err
+		}
+	case c == "get_event" && n == 2:
+		q, err := get[*cq.CQ](g, tok[1])
+		if err != nil {
+			return err
+		}
+		if q.Channel() == nil {
+			return fmt.Errorf("get_event: %s has no channel", tok[1])
+		}
+		got, err := cq.WaitChannel(context.Background(), q.Channel())
+		if err != nil {
+			g.printf("get_event = %v\n", err)
+			return nil
+		}
+		if got != q {
+			return fmt.Errorf("get_event: an event of another CQ")
+		}
+		g.printf("get_event = 0\n")
 	case c == "resize" && n == 3:
 		q, err := get[*cq.CQ](g, tok[1])
 		if err != nil {

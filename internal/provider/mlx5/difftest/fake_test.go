@@ -103,6 +103,8 @@ type region struct {
 
 type fakeCQ struct {
 	live     bool
+	chanW    int    // the write end of its completion channel, or -1
+	userH    uint64 // what an event carries
 	cqn      uint32
 	nent     uint32
 	cqeSize  uint32
@@ -138,10 +140,11 @@ type fakeKernel struct {
 	qps     []*fakeQP
 	objName map[uint32]string // handle -> "cqN"/"qpN"
 	maps    [][]byte
+	chans   map[int]int // completion channel read end -> write end
 }
 
 func newFakeKernel(dev *device, out *strings.Builder) *fakeKernel {
-	return &fakeKernel{dev: dev, out: out, fds: map[int]bool{}, handle: 1, objName: map[uint32]string{}}
+	return &fakeKernel{dev: dev, out: out, fds: map[int]bool{}, handle: 1, objName: map[uint32]string{}, chans: map[int]int{}}
 }
 
 func (k *fakeKernel) printf(format string, args ...any) { fmt.Fprintf(k.out, format, args...) }
@@ -175,6 +178,23 @@ func (k *fakeKernel) close() {
 		unix.Munmap(m)
 	}
 	k.maps = nil
+	for _, w := range k.chans {
+		unix.Close(w)
+	}
+	k.chans = map[int]int{}
+}
+
+// event is fk_event.
+func (k *fakeKernel) event(cq int) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cq < 0 || cq >= len(k.cqs) || !k.cqs[cq].live || k.cqs[cq].chanW < 0 {
+		return fmt.Errorf("event: no CQ %d with a channel", cq)
+	}
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], k.cqs[cq].userH)
+	_, err := unix.Write(k.cqs[cq].chanW, b[:])
+	return err
 }
 
 func (k *fakeKernel) Write(int, []byte) unix.Errno { return unix.ENOSYS }
@@ -625,12 +645,13 @@ func (k *fakeKernel) invokeWrite(cmd uint32, r attrs, uhwIn []byte) unix.Errno {
 	case uverbs.IB_USER_VERBS_CMD_RESIZE_CQ:
 		return k.resizeCQ(r, core, uhwIn)
 	case uverbs.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL:
-		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-		if err != nil {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 			return err.(unix.Errno)
 		}
+		k.chans[p[0]] = p[1]
 		var resp [4]byte
-		le.PutUint32(resp[:], uint32(fd))
+		le.PutUint32(resp[:], uint32(p[0]))
 		r.out(uverbs.UVERBS_ATTR_CORE_OUT, resp[:])
 		k.traceCmd("CREATE_COMP_CHANNEL", uhwIn, nil, nil, "")
 		return 0
@@ -653,7 +674,15 @@ func (k *fakeKernel) createCQ(r attrs, uhwIn []byte) unix.Errno {
 		return unix.EINVAL
 	}
 	n := len(k.cqs)
-	c := &fakeCQ{live: true, cqn: k.dev.CQNBase + uint32(n), nent: nent, cqeSize: size}
+	c := &fakeCQ{live: true, cqn: k.dev.CQNBase + uint32(n), nent: nent, cqeSize: size, chanW: -1}
+	if uh := r.in(uverbs.UVERBS_ATTR_CREATE_CQ_USER_HANDLE); len(uh) == 8 {
+		c.userH = le.Uint64(uh)
+	}
+	if a := r.find(uverbs.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL); a != nil {
+		if w, ok := k.chans[int(int32(a.Data))]; ok {
+			c.chanW = w
+		}
+	}
 	c.buf = unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&uhwIn[0]))), int(nent*size))
 	db := unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&uhwIn[8]))), 8)
 	k.cqs = append(k.cqs, c)

@@ -23,6 +23,7 @@
 
 static void (*dump)(const char *);
 static int (*inject)(int, const char *);
+static int (*event)(int);
 
 struct obj {
 	char name[32];
@@ -405,7 +406,9 @@ static void run_line(char **tok, int n, char *orig)
 			return;
 		}
 		printf("cq cqe=%d\n", cq->cqe);
-		add(tok[1], 'c', cq)->index = ncq++;
+		struct obj *o = add(tok[1], 'c', cq);
+		o->index = ncq++;
+		o->buf = ch;
 	} else if (!strcmp(c, "qp") && n >= 5) {
 		struct ibv_qp_init_attr a;
 		memset(&a, 0, sizeof(a));
@@ -538,6 +541,21 @@ static void run_line(char **tok, int n, char *orig)
 				if (b[k] != 0xa5)
 					die("poll wrote past its count%s", "");
 		}
+	} else if (!strcmp(c, "event") && n == 2) {
+		if (event(find(tok[1], 'c')->index) < 0)
+			die("event: %s has no channel", tok[1]);
+	} else if (!strcmp(c, "get_event") && n == 2) {
+		struct obj *o = find(tok[1], 'c');
+		struct ibv_cq *evcq;
+		void *evctx;
+		if (!o->buf)
+			die("get_event: %s has no channel", tok[1]);
+		int err = ibv_get_cq_event(o->buf, &evcq, &evctx);
+		if (!err && evcq != o->p)
+			die("get_event: an event of another CQ%s", "");
+		if (!err)
+			ibv_ack_cq_events(evcq, 1);
+		printf("get_event = %d\n", err);
 	} else if (!strcmp(c, "resize") && n == 3) {
 		struct ibv_cq *cq = find(tok[1], 'c')->p;
 		int err = ibv_resize_cq(cq, num(tok[2]));
@@ -572,7 +590,8 @@ int main(int argc, char **argv)
 	}
 	dump = (void (*)(const char *))dlsym(RTLD_DEFAULT, "fk_dump");
 	inject = (int (*)(int, const char *))dlsym(RTLD_DEFAULT, "fk_inject");
-	if (!dump || !inject) {
+	event = (int (*)(int))dlsym(RTLD_DEFAULT, "fk_event");
+	if (!dump || !inject || !event) {
 		fprintf(stderr, "driver: run with LD_PRELOAD=fake.so\n");
 		return 2;
 	}

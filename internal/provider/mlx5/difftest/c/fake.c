@@ -61,6 +61,8 @@ static int nregions;
 
 struct cq {
 	int live;
+	int chan_wfd;         // the write end of its completion channel, or -1
+	uint64_t user_handle; // what an event carries
 	uint32_t cqn, nent, cqe_size;
 	uint8_t *buf;
 	uint32_t pi; // the fake producer index (for inject)
@@ -236,6 +238,21 @@ int fk_inject(int cq, const char *spec)
 	slot[63] = (cqe[63] & 0xfe) | owner;
 	c->pi++;
 	return 0;
+}
+
+// Completion channels: pipes; the fake keeps each write end.
+static int chan_rfd[MAXOBJ], chan_wfd[MAXOBJ], nchan;
+
+// fk_event writes a completion event of the cq-th CQ created to its
+// channel, as the kernel does when an armed CQ gets a completion.
+int fk_event(int cq)
+{
+	if (cq < 0 || cq >= ncq || !cqs[cq].live || cqs[cq].chan_wfd < 0) {
+		fprintf(stderr, "fake: event: no CQ %d with a channel\n", cq);
+		return -1;
+	}
+	uint64_t h = cqs[cq].user_handle;
+	return real_write(cqs[cq].chan_wfd, &h, sizeof(h)) == sizeof(h) ? 0 : -1;
 }
 
 // ---- sysfs ----
@@ -545,10 +562,12 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 	}
 	case IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: {
 		struct ib_uverbs_create_comp_channel_resp core;
-		int efd = eventfd(0, EFD_CLOEXEC);
-		if (efd < 0)
-			return -1;
-		core.fd = efd;
+		int p[2];
+		if (nchan == MAXOBJ || pipe2(p, O_CLOEXEC) < 0)
+			return fail(ENOMEM);
+		chan_rfd[nchan] = p[0];
+		chan_wfd[nchan++] = p[1];
+		core.fd = p[0];
 		respond(resp, &core, sizeof(core), NULL, 0, outlen);
 		trace_cmd(name, drv, drvlen, NULL, 0, NULL, NULL);
 		return 0;
@@ -568,6 +587,13 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 		cqe = nent - 1;
 		struct cq *q = &cqs[ncq];
 		q->live = 1;
+		int32_t ch;
+		memcpy(&q->user_handle, in + (ex ? 0 : 8), 8);
+		memcpy(&ch, in + (ex ? 16 : 24), 4);
+		q->chan_wfd = -1;
+		for (int i = 0; i < nchan; i++)
+			if (chan_rfd[i] == ch)
+				q->chan_wfd = chan_wfd[i];
 		q->cqn = dev.cqn_base + ncq;
 		q->nent = nent;
 		q->cqe_size = u.cqe_size;

@@ -35,4 +35,5 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx);
 // Called by the driver (found with dlsym).
 void fk_dump(const char *label);
 int fk_inject(int cq, const char *spec);
+int fk_event(int cq);
 #endif
