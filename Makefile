@@ -427,6 +427,6 @@ mlx5-c:
 	gcc -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $(MLX5_CACHE)/fake.so $(MLX5_C)/fake.c $(MLX5_C)/device.c -ldl
 	gcc -O1 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/driver $(MLX5_C)/driver.c -libverbs -ldl
 test-mlx5: mlx5-c
-	@set -o pipefail; start=$$SECONDS; \
-	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(MLX5_SCENARIOS) $(GO) test -count=1 -race -run '^TestDiff$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log | grep -E '^(=== RUN|--- FAIL|    --- FAIL|FAIL|ok|mlx5 scenarios:)|passed, ' ; \
+	@mkdir -p $(MLX5_CACHE); set -o pipefail; start=$$SECONDS; \
+	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(if $(MLX5_SCENARIOS),$(abspath $(MLX5_SCENARIOS))) $(GO) test -count=1 -race -run '^TestDiff$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log | grep -E '^(--- FAIL|    --- FAIL|FAIL|ok|mlx5 scenarios:)' ; \
 	rc=$$?; echo "test-mlx5: $$((SECONDS - start)) s"; exit $$rc
