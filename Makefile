@@ -32,7 +32,7 @@ export GOVERBS_VM_TIMEOUT ?= 3000
 # runs them with -race on the host; the amd64 VM stages leave them out,
 # since a guest adds nothing to what they check and costs a boot each
 # (10-15 s). test-arm64 keeps them: it is their only arm64 run.
-HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/kobj|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
+HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/provider/mlx5|internal/provider/mlx5/difftest|internal/kobj|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
 # $(call vm-pkgs[,RE]) in a recipe: PKGS without HOST_ONLY_RE's packages
 # (and RE's).
 vm-pkgs = $$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)'$(if $(1), -e '$(1)'))
@@ -440,3 +440,23 @@ pvrdma-survey: bed-test-pvrdma
 
 clean:
 	rm -rf bin .cache/test
+
+## test-mlx5: the mlx5 provider against rdma-core's libmlx5 44, on the host
+## with no device and no VM: each scenario (internal/provider/mlx5/difftest/
+## testdata/scenarios, and MLX5_SCENARIOS=DIR's *.scn) runs through
+## libibverbs + libmlx5 under a fake kernel (an LD_PRELOAD library built here
+## into .cache/mlx5) and through goverbs under the Go fake kernel; their
+## traces (driver data, queue bytes, doorbells, completions) must be equal.
+## Needs gcc, libibverbs-dev and ibverbs-providers (make deps).
+MLX5_CACHE := $(CURDIR)/.cache/mlx5
+MLX5_C     := internal/provider/mlx5/difftest/c
+.PHONY: test-mlx5 mlx5-c
+mlx5-c:
+	@hack/vm/install-deps.sh gcc libc6-dev libibverbs-dev ibverbs-providers
+	@mkdir -p $(MLX5_CACHE)
+	gcc -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $(MLX5_CACHE)/fake.so $(MLX5_C)/fake.c $(MLX5_C)/device.c -ldl
+	gcc -O1 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/driver $(MLX5_C)/driver.c -libverbs -ldl
+test-mlx5: mlx5-c
+	@mkdir -p $(MLX5_CACHE); set -o pipefail; start=$$SECONDS; \
+	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(if $(MLX5_SCENARIOS),$(abspath $(MLX5_SCENARIOS))) $(GO) test -count=1 -race -run '^TestDiff$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log | grep -E '^(--- FAIL|    --- FAIL|FAIL|ok|mlx5 scenarios:)' ; \
+	rc=$$?; echo "test-mlx5: $$((SECONDS - start)) s"; exit $$rc

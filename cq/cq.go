@@ -70,6 +70,9 @@ type CQ struct {
 	ring provider.CQ
 	// ready is ring's emptiness test (ring.Ready), read under pollLock.
 	ready *provider.Ready
+	// bad reports CQEs the provider could not turn into completions
+	// (provider.BadCQEs), or is nil.
+	bad provider.BadCQEs
 	// pollLock is Poll's one lock and close guard: Resize holds it across
 	// RESIZE_CQ and the ring's switch, Close closes it.
 	pollLock provider.Lock
@@ -172,6 +175,7 @@ func (c *CQ) create(opts Options) error {
 	}
 	c.ring = ring
 	c.ready = ring.Ready()
+	c.bad, _ = ring.(provider.BadCQEs)
 	c.cqe = int(respCQE)
 	return nil
 }
@@ -199,6 +203,10 @@ func (c *CQ) CQE() int {
 
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks and never allocates; 0 means the CQ is empty.
+// A completion entry the provider cannot attribute to a work request (a
+// hardware CQ's entry naming no QP of the context) is consumed and ends
+// the poll with an error matching verbs.ErrBadCompletion, after the
+// completions before it.
 // For a completion whose Status is not WCSuccess only WRID, Status, QPNum
 // and VendorErr are valid.
 func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
@@ -216,6 +224,12 @@ func (c *CQ) Poll(wc []verbs.WorkCompletion) (int, error) {
 		return 0, nil
 	}
 	n := c.ring.Poll(provider.View[provider.WC](wc))
+	if n < len(wc) && c.bad != nil {
+		if k, what := c.bad.BadCQE(); k > 0 {
+			c.pollLock.Unlock()
+			return n, fmt.Errorf("cq: poll: %d bad completion entries (the last: %s): %w", k, what, verbs.ErrBadCompletion)
+		}
+	}
 	c.pollLock.Unlock()
 	return n, nil
 }

@@ -288,10 +288,14 @@ func (q *QP) create(opts Options) error {
 		Send_sge: uint32(min(c.MaxSendSGE, 1<<31-1)), Recv_sge: uint32(min(c.MaxRecvSGE, 1<<31-1)),
 		Inline_data: uint32(min(c.MaxInlineData, 1<<31-1)),
 	}
-	prov, err := kobj.ContextOf(ctx).Provider.NewQP(provider.QPAttr{
+	attr := provider.QPAttr{
 		Type: uint8(opts.Type), Cap: capIn, SigAll: opts.SigAll, SRQ: opts.SRQ != nil,
 		SendErrors: sendErrors, RecvErrors: recvErrors,
-	})
+	}
+	if opts.SRQ != nil {
+		attr.SharedRQ = kobj.SRQOf(opts.SRQ)
+	}
+	prov, err := kobj.ContextOf(ctx).Provider.NewQP(attr)
 	if err != nil {
 		return fmt.Errorf("qp: create %s QP with %+v: %w", opts.Type, c, err)
 	}

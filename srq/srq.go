@@ -58,6 +58,8 @@ var postErrors = kobj.PostErrors("srq: post recv")
 // ErrBadAttr is returned for attributes out of the device's range.
 var ErrBadAttr = errors.New("SRQ attributes out of range")
 
+func init() { kobj.SRQOf = func(s any) provider.SRQ { return s.(*SRQ).prov } }
+
 // New creates an SRQ in pd with room for at least attr.MaxWR work
 // requests of attr.MaxSGE SGEs each, and the limit attr.Limit armed.
 func New(pd *verbs.PD, attr Attr) (*SRQ, error) {

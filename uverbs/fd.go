@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/uverbshook"
 )
 
 // FD owns a raw file descriptor: the uverbs device, an async-event or
@@ -21,11 +23,14 @@ type FD struct {
 	// noSignals: Use runs f with every signal blocked on its thread
 	// (BlockSignalsInUse).
 	noSignals atomic.Bool
+	// fake answers for the kernel when a test installed one that owns
+	// raw (internal/uverbshook); nil otherwise.
+	fake uverbshook.Kernel
 }
 
 // NewFD takes ownership of raw.
 func NewFD(raw int) *FD {
-	fd := &FD{raw: raw}
+	fd := &FD{raw: raw, fake: uverbshook.For(raw)}
 	fd.cleanup = runtime.AddCleanup(fd, func(raw int) { _ = unix.Close(raw) }, raw)
 	return fd
 }

@@ -12,6 +12,10 @@ func Mmap(fd *FD, offset uint64, size int) ([]byte, error) {
 	var b []byte
 	err := fd.Use(func(raw int) error {
 		var err error
+		if fd.fake != nil {
+			b, err = fd.fake.Mmap(raw, int64(offset), size)
+			return err
+		}
 		b, err = unix.Mmap(raw, int64(offset), size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		return err
 	})

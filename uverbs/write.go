@@ -44,6 +44,12 @@ func Write[T any](fd *FD, op string, command uint32, req *T, resp unsafe.Pointer
 	var b writeBuf[T]
 	fillWrite(&b, command, req, respLen)
 	err := fd.Use(func(raw int) error {
+		if fd.fake != nil {
+			if errno := fd.fake.Write(raw, unsafe.Slice((*byte)(unsafe.Pointer(&b)), unsafe.Sizeof(b))); errno != 0 {
+				return errno
+			}
+			return nil
+		}
 		_, err := unix.Write(raw, unsafe.Slice((*byte)(unsafe.Pointer(&b)), unsafe.Sizeof(b)))
 		return err
 	})

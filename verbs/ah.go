@@ -120,6 +120,18 @@ func (pd *PD) createUserAH(u provider.UserAHs, attr *AHAttr, abi *uverbs.AhAttr)
 	fail := func(format string, args ...any) (*AH, error) {
 		return nil, fmt.Errorf("verbs: create AH: "+format, args...)
 	}
+	if ib, ok := u.(provider.UserAHsOnIB); ok && ib.OnIB(attr.Port) {
+		// An InfiniBand port: the destination is a LID (and a GID with
+		// a GRH); nothing to resolve.
+		if err := pd.check(); err != nil {
+			return fail("%w", err)
+		}
+		prov, err := u.NewUserAH(pd.udata, abi, [6]byte{})
+		if err != nil {
+			return fail("%w", err)
+		}
+		return &AH{pd: pd, prov: prov, user: true}, nil
+	}
 	if !attr.IsGlobal {
 		return fail("the device needs a GRH (RoCE): %w", unix.EINVAL)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/goverbs/goverbs/internal/kobj"
 	"github.com/goverbs/goverbs/internal/pollfd"
 	"github.com/goverbs/goverbs/internal/provider/registry"
+	"github.com/goverbs/goverbs/internal/uverbshook"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -57,24 +58,13 @@ func OpenDevice(dev Device) (*Context, error) {
 	if !ok {
 		return nil, &ProviderError{Device: dev.Name, Driver: dev.Driver}
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dev.Path, &st); err != nil {
-		return nil, fmt.Errorf("verbs: %s: %w", dev.Path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
-		return nil, fmt.Errorf("verbs: %s is not a character device: %w", dev.Path, ErrNotUverbs)
-	}
-	raw, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	raw, err := openUverbs(dev)
 	if err != nil {
-		return nil, fmt.Errorf("verbs: open %s: %w", dev.Path, err)
+		return nil, err
 	}
 	fd := uverbs.NewFD(raw)
 	if prov.InterruptibleCommands {
 		fd.BlockSignalsInUse()
-	}
-	if err := checkUverbs(raw, dev); err != nil {
-		fd.Close()
-		return nil, err
 	}
 	// The provider's context is the ops table of every object created on
 	// this one (package internal/provider).
@@ -115,6 +105,35 @@ func OpenDevice(dev Device) (*Context, error) {
 		return nil, fmt.Errorf("verbs: device %s: async event fd: %w", dev.Name, err)
 	}
 	return c, nil
+}
+
+// openUverbs opens dev's uverbs character device and checks that it is
+// one, or, in tests that installed a fake kernel (internal/uverbshook), has
+// that kernel open it.
+func openUverbs(dev Device) (int, error) {
+	if k := uverbshook.Installed(); k != nil {
+		raw, err := k.Open(dev.Path)
+		if err != nil {
+			return -1, fmt.Errorf("verbs: open %s: %w", dev.Path, err)
+		}
+		return raw, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev.Path, &st); err != nil {
+		return -1, fmt.Errorf("verbs: %s: %w", dev.Path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return -1, fmt.Errorf("verbs: %s is not a character device: %w", dev.Path, ErrNotUverbs)
+	}
+	raw, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("verbs: open %s: %w", dev.Path, err)
+	}
+	if err := checkUverbs(raw, dev); err != nil {
+		unix.Close(raw)
+		return -1, err
+	}
+	return raw, nil
 }
 
 // checkUverbs makes sure raw is the uverbs character device dev describes,

@@ -24,6 +24,12 @@ var (
 	// ErrProviderNotSupported is returned when a device's driver has no
 	// goverbs provider (the code that knows its queue formats).
 	ErrProviderNotSupported = errors.New("provider not supported")
+
+	// ErrBadCompletion is returned by a poll that found a completion entry
+	// it could not attribute to a work request (a hardware CQ's entry
+	// naming no QP of the context, or of an unknown kind): the entry is
+	// consumed, the completions before it are returned with the error.
+	ErrBadCompletion = errors.New("the device wrote a completion entry that names no work request")
 )
 
 // ProviderError reports a device whose driver goverbs cannot drive.

@@ -322,7 +322,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("OpenDevice without a char device: %v", err)
 	}
 
-	for _, drv := range []verbs.Driver{verbs.DriverMLX5, verbs.Driver(99)} {
+	for _, drv := range []verbs.Driver{verbs.DriverMLX4, verbs.Driver(99)} {
 		wrong := dev
 		wrong.Driver = drv
 		_, err := verbs.OpenDevice(wrong)

@@ -21,7 +21,8 @@ default_pkgs=(
 	strace
 	xz-utils        # decompress .ko.xz
 	zstd            # decompress .ko.zst
-	libibverbs-dev  # headers librpma.h includes
+	libibverbs-dev  # headers librpma.h includes; make test-mlx5's C side
+	ibverbs-providers # libmlx5, which make test-mlx5 compares goverbs' mlx5 provider with
 	librdmacm-dev
 	librpma-dev     # the C librpma interop peers (rpma/testdata) link against it
 	gcc             # builds those peers, and cgo -godefs at generation time

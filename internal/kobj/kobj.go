@@ -51,6 +51,10 @@ var (
 	PostErrors func(op string) *provider.Errors
 )
 
+// SRQOf returns the provider's SRQ of the *srq.SRQ s (provider.QPAttr's
+// SharedRQ). Package srq installs it in its init function.
+var SRQOf func(s any) provider.SRQ
+
 // CleanCQ removes the completions of the provider QP qp from the *cq.CQ
 // cq, under its poll lock, if its provider keeps them in user memory
 // (provider.CQCleaner); package qp calls it after destroying a QP and

@@ -286,6 +286,18 @@ type CQ interface {
 	Release() error
 }
 
+// BadCQEs is implemented by a CQ whose ring may hold a CQE it cannot turn
+// into a completion: a hardware ring, where a device or kernel fault, or
+// a CQE left over from an object long gone, may name no QP of the context
+// or carry an opcode the provider does not know. Poll consumes such a CQE,
+// returns the completions before it and counts it; BadCQE returns the
+// count since the last call and what the last one was, and clears the
+// count. The generic Poll asks only when Poll returned fewer completions
+// than there was room for, and turns a count into an error.
+type BadCQEs interface {
+	BadCQE() (n int, last string)
+}
+
 // CQCleaner is implemented by a provider CQ whose ring lives in user
 // memory and that removes a QP's completions from it when the QP is
 // destroyed or moved back to RESET, as rdma-core's providers of that
@@ -307,6 +319,10 @@ type QPAttr struct {
 	Cap    uverbs.QpCap // the capacities asked for
 	SigAll bool         // every send work request is signaled
 	SRQ    bool         // receives come from an SRQ: no receive queue
+	// SharedRQ is the provider's SRQ the receives come from (as its
+	// Context's NewSRQ made it) when SRQ is set, else nil: a hardware CQE
+	// of the QP names the SRQ's WQE, which mlx5 finds through the QP.
+	SharedRQ SRQ
 	// Errors of the send and receive queues' posts.
 	SendErrors, RecvErrors *Errors
 }
@@ -448,6 +464,18 @@ type KernelAHs interface {
 	// NewAH prepares an address handle for attr, the attributes
 	// CREATE_AH sends.
 	NewAH(attr *uverbs.AhAttr) AH
+}
+
+// UserAHsOnIB is a UserAHs whose address handles also serve InfiniBand
+// ports, where an address vector names the destination by LID (mlx5: on
+// InfiniBand libmlx5 builds the AV in user space and asks the kernel
+// nothing). For a port OnIB reports as InfiniBand (from what the context
+// learned at Start, as libmlx5 caches it), verbs calls NewUserAH with a
+// zero MAC at once: no query, nothing to resolve.
+type UserAHsOnIB interface {
+	UserAHs
+	// OnIB reports whether port's link layer is InfiniBand.
+	OnIB(port uint8) bool
 }
 
 // UserAHs is a Context whose address handles live in user space, as

@@ -7,6 +7,7 @@ package registry
 
 import (
 	"github.com/goverbs/goverbs/internal/provider"
+	"github.com/goverbs/goverbs/internal/provider/mlx5"
 	"github.com/goverbs/goverbs/internal/provider/pvrdma"
 	"github.com/goverbs/goverbs/internal/provider/rxe"
 	"github.com/goverbs/goverbs/internal/provider/siw"
@@ -17,6 +18,7 @@ var providers = []provider.Provider{
 	rxe.Provider,
 	siw.Provider,
 	pvrdma.Provider,
+	mlx5.Provider,
 }
 
 // Lookup returns the provider of the driver with id driver (enum

@@ -1,0 +1,243 @@
+// device.c: the device description file and what the fake kernel answers
+// from it. The Go fake (../fakekernel.go) reads the same file.
+#define _GNU_SOURCE
+#include <endian.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+struct field {
+	const char *key;
+	size_t off;
+	int size; // 4, 8, or 0 for a string of the given max
+	size_t max;
+};
+#define U32(k) {#k, offsetof(struct dev, k), 4, 0}
+#define U64(k) {#k, offsetof(struct dev, k), 8, 0}
+#define STR(k) {#k, offsetof(struct dev, k), 0, sizeof(((struct dev *)0)->k)}
+static const struct field fields[] = {
+	STR(name), STR(modalias), U64(node_guid), U64(sys_image_guid), U64(fw_ver),
+	U32(vendor_id), U32(vendor_part_id), U32(hw_ver), U32(max_qp), U32(max_qp_wr),
+	U32(device_cap_flags), U32(max_sge), U32(max_sge_rd), U32(max_cq), U32(max_cqe),
+	U32(max_mr), U32(max_pd), U32(max_qp_rd_atom), U32(max_qp_init_rd_atom), U32(atomic_cap),
+	U32(max_srq), U32(max_srq_wr), U32(max_srq_sge), U32(max_pkeys), U32(local_ca_ack_delay),
+	U32(num_comp_vectors), U32(qp_tab_size), U32(bf_reg_size), U32(tot_bfregs),
+	U32(cache_line_size), U32(max_sq_desc_sz), U32(max_rq_desc_sz), U32(max_send_wqebb),
+	U32(max_recv_wr), U32(max_srq_recv_wr), U32(cqe_version), U32(cmds_supp_uhw),
+	U32(eth_min_inline), U32(log_uar_size), U32(num_uars_per_page), U32(link_layer),
+	U32(port_state), U32(max_mtu), U32(active_mtu), U32(gid_tbl_len), U32(pkey_tbl_len),
+	U32(lid), U32(port_cap_flags), U32(max_msg_sz), U32(pdn_base), U32(cqn_base),
+	U32(qpn_base), U32(mkey_base), U32(first_bfreg), U32(srqn_base),
+};
+
+int load_device(const char *path, struct dev *d)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	int lineno = 0;
+	if (!f)
+		return -1;
+	memset(d, 0, sizeof(*d));
+	while (fgets(line, sizeof(line), f)) {
+		char key[64], val[256];
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		if (sscanf(line, "%63s %255s", key, val) != 2)
+			continue;
+		size_t i;
+		for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+			if (strcmp(fields[i].key, key) == 0)
+				break;
+		if (i == sizeof(fields) / sizeof(fields[0])) {
+			fprintf(stderr, "%s:%d: unknown key %s\n", path, lineno, key);
+			fclose(f);
+			return -1;
+		}
+		const struct field *fl = &fields[i];
+		char *p = (char *)d + fl->off;
+		if (fl->size == 0) {
+			snprintf(p, fl->max, "%s", val);
+			continue;
+		}
+		char *end;
+		unsigned long long v = strtoull(val, &end, 0);
+		if (*end) {
+			fprintf(stderr, "%s:%d: bad number %s\n", path, lineno, val);
+			fclose(f);
+			return -1;
+		}
+		if (fl->size == 4)
+			*(uint32_t *)p = v;
+		else
+			*(uint64_t *)p = v;
+	}
+	fclose(f);
+	return 0;
+}
+
+void fake_ucontext_resp(const struct dev *d, struct mlx5_ib_alloc_ucontext_resp *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->qp_tab_size = d->qp_tab_size;
+	r->bf_reg_size = d->bf_reg_size;
+	r->tot_bfregs = d->tot_bfregs;
+	r->cache_line_size = d->cache_line_size;
+	r->max_sq_desc_sz = d->max_sq_desc_sz;
+	r->max_rq_desc_sz = d->max_rq_desc_sz;
+	r->max_send_wqebb = d->max_send_wqebb;
+	r->max_recv_wr = d->max_recv_wr;
+	r->max_srq_recv_wr = d->max_srq_recv_wr;
+	r->num_ports = 1;
+	r->response_length = sizeof(*r);
+	r->cqe_version = d->cqe_version;
+	r->cmds_supp_uhw = d->cmds_supp_uhw;
+	r->eth_min_inline = d->eth_min_inline;
+	r->log_uar_size = d->log_uar_size;
+	r->num_uars_per_page = d->num_uars_per_page;
+}
+
+void fake_query_device(const struct dev *d, struct ib_uverbs_ex_query_device_resp *core,
+		       struct mlx5_ib_query_device_resp *r)
+{
+	memset(core, 0, sizeof(*core));
+	memset(r, 0, sizeof(*r));
+	struct ib_uverbs_query_device_resp *b = &core->base;
+	b->fw_ver = d->fw_ver;
+	b->node_guid = htobe64(d->node_guid);
+	b->sys_image_guid = htobe64(d->sys_image_guid);
+	b->max_mr_size = ~0ULL;
+	b->page_size_cap = 0xfffffffffffff000ULL;
+	b->vendor_id = d->vendor_id;
+	b->vendor_part_id = d->vendor_part_id;
+	b->hw_ver = d->hw_ver;
+	b->max_qp = d->max_qp;
+	b->max_qp_wr = d->max_qp_wr;
+	b->device_cap_flags = d->device_cap_flags;
+	b->max_sge = d->max_sge;
+	b->max_sge_rd = d->max_sge_rd;
+	b->max_cq = d->max_cq;
+	b->max_cqe = d->max_cqe;
+	b->max_mr = d->max_mr;
+	b->max_pd = d->max_pd;
+	b->max_qp_rd_atom = d->max_qp_rd_atom;
+	b->max_qp_init_rd_atom = d->max_qp_init_rd_atom;
+	b->max_res_rd_atom = d->max_qp_rd_atom * d->max_qp;
+	b->atomic_cap = d->atomic_cap;
+	b->max_srq = d->max_srq;
+	b->max_srq_wr = d->max_srq_wr;
+	b->max_srq_sge = d->max_srq_sge;
+	b->max_pkeys = d->max_pkeys;
+	b->local_ca_ack_delay = d->local_ca_ack_delay;
+	b->phys_port_cnt = 1;
+	r->response_length = sizeof(*r);
+}
+
+void fake_query_port(const struct dev *d, struct ib_uverbs_query_port_resp *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->port_cap_flags = d->port_cap_flags;
+	r->max_msg_sz = d->max_msg_sz;
+	r->gid_tbl_len = d->gid_tbl_len;
+	r->lid = d->lid;
+	r->state = d->port_state;
+	r->max_mtu = d->max_mtu;
+	r->active_mtu = d->active_mtu;
+	r->pkey_tbl_len = d->pkey_tbl_len;
+	r->link_layer = d->link_layer;
+	r->phys_state = 5;
+	r->active_width = 2;
+	r->active_speed = 32;
+}
+
+static void put32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
+static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
+
+// fake_cqe builds a 64-byte CQE from spec, "KIND key=value ...":
+// KIND req, resp_send, resp_send_imm, resp_send_inv, resp_write_imm,
+// req_err, resp_err, or a number (the opcode); keys qpn, wqe (wqe_counter),
+// bytes (byte_cnt), imm (imm_inval_pkey), syndrome, vendor, sop (the
+// requester's send opcode in sop_drop_qpn's top byte), flags (flags_rqpn's
+// top byte), rqpn, slid, owner (the owner bit's value instead of the pass's:
+// the fake then writes a CQE still owned by the device), opbits (op_own's
+// low bits but the owner bit: 0x4 scatter to CQE 32, 0x8 of 64), uidx (the
+// user index; else the fake puts in the QP's).
+int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx)
+{
+	static const struct { const char *n; int op; } kinds[] = {
+		{"req", 0}, {"resp_write_imm", 1}, {"resp_send", 2}, {"resp_send_imm", 3},
+		{"resp_send_inv", 4}, {"req_err", 13}, {"resp_err", 14}, {"invalid", 15},
+	};
+	char buf[512], *save, *tok;
+	int op = -1;
+	uint32_t wqe = 0, bytes = 0, imm = 0, synd = 0, vendor = 0, sop = 0, flags = 0, rqpn = 0, slid = 0, opbits = 0, uidx = 0;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	memset(cqe, 0, 64);
+	*qpn = 0;
+	*has_uidx = 0;
+	for (tok = strtok_r(buf, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+		char *eq = strchr(tok, '=');
+		if (op < 0 && !eq) {
+			for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+				if (strcmp(tok, kinds[i].n) == 0)
+					op = kinds[i].op;
+			if (op < 0) {
+				char *end;
+				op = strtoul(tok, &end, 0);
+				if (*end || op > 15) {
+					fprintf(stderr, "cqe: bad kind %s\n", tok);
+					return -1;
+				}
+			}
+			continue;
+		}
+		if (!eq) {
+			fprintf(stderr, "cqe: bad word %s\n", tok);
+			return -1;
+		}
+		*eq = 0;
+		char *end;
+		uint32_t v = strtoul(eq + 1, &end, 0);
+		if (*end) {
+			fprintf(stderr, "cqe: bad value %s\n", eq + 1);
+			return -1;
+		}
+		if (!strcmp(tok, "qpn")) *qpn = v;
+		else if (!strcmp(tok, "wqe")) wqe = v;
+		else if (!strcmp(tok, "bytes")) bytes = v;
+		else if (!strcmp(tok, "imm")) imm = v;
+		else if (!strcmp(tok, "syndrome")) synd = v;
+		else if (!strcmp(tok, "vendor")) vendor = v;
+		else if (!strcmp(tok, "sop")) sop = v;
+		else if (!strcmp(tok, "flags")) flags = v;
+		else if (!strcmp(tok, "rqpn")) rqpn = v;
+		else if (!strcmp(tok, "slid")) slid = v;
+		else if (!strcmp(tok, "opbits")) opbits = v;
+		else if (!strcmp(tok, "uidx")) { uidx = v; *has_uidx = 1; }
+		else {
+			fprintf(stderr, "cqe: unknown key %s\n", tok);
+			return -1;
+		}
+	}
+	if (op < 0) {
+		fprintf(stderr, "cqe: no kind\n");
+		return -1;
+	}
+	put32(cqe + 32, uidx & 0xffffff);
+	put16(cqe + 22, slid);
+	put32(cqe + 24, flags << 24 | (rqpn & 0xffffff));
+	put32(cqe + 36, imm);
+	put32(cqe + 44, bytes);
+	put32(cqe + 56, sop << 24 | (*qpn & 0xffffff));
+	put16(cqe + 60, wqe);
+	if (op == 13 || op == 14) {
+		cqe[54] = vendor;
+		cqe[55] = synd;
+	}
+	cqe[63] = op << 4 | (opbits & 0xe);
+	return 0;
+}
