@@ -42,7 +42,7 @@ func valkeyDir(t *testing.T) string {
 	return d
 }
 
-// valkeyServer is a valkey-server serving RDMA only.
+// valkeyServer is a valkey-server serving RDMA on the test address.
 type valkeyServer struct {
 	addr string
 	cmd  *exec.Cmd
@@ -60,7 +60,10 @@ func startValkey(t *testing.T) *valkeyServer {
 	port := strconv.Itoa(testutil.Port())
 	s := &valkeyServer{addr: net.JoinHostPort(host, port), log: new(bytes.Buffer), done: make(chan error, 1)}
 	s.cmd = exec.Command(filepath.Join(dir, "valkey-server"),
-		"--protected-mode", "no", "--dir", t.TempDir(), "--port", "0", "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--dir", t.TempDir(), "--save", "", "--appendonly", "no",
+		// valkey-server exits when it has no TCP port ("Configured to
+		// not listen anywhere"): one on the guest's loopback.
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(testutil.Port()),
 		"--loadmodule", filepath.Join(dir, "valkey-rdma.so"), "bind="+host, "port="+port)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {

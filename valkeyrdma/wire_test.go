@@ -22,7 +22,7 @@ func TestCommandLayout(t *testing.T) {
 			"0000123400000000000000000000000000000000000000000102030405060708"},
 		{"Keepalive", valkeyrdma.NewCommand(2, 0, 0, 0, 0, 0),
 			"0002000000000000000000000000000000000000000000000000000000000000"},
-		{"RegisterXferMemory", valkeyrdma.NewCommand(3, 0, 0, 0x00007f0011223344, 1 << 20, 0xabcdef01),
+		{"RegisterXferMemory", valkeyrdma.NewCommand(3, 0, 0, 0x00007f0011223344, 1<<20, 0xabcdef01),
 			"00030000000000000000000000000000" + "00007f0011223344" + "00100000" + "abcdef01"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
