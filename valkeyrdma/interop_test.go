@@ -47,7 +47,8 @@ type valkeyServer struct {
 	addr string
 	cmd  *exec.Cmd
 	log  *bytes.Buffer
-	done chan error
+	done chan struct{} // closed when the process has ended
+	err  error         // its Wait's, once done is closed
 }
 
 // startValkey starts valkey-server with the RDMA module on the test
@@ -58,7 +59,7 @@ func startValkey(t *testing.T) *valkeyServer {
 	dir := valkeyDir(t)
 	host := device(t)
 	port := strconv.Itoa(testutil.Port())
-	s := &valkeyServer{addr: net.JoinHostPort(host, port), log: new(bytes.Buffer), done: make(chan error, 1)}
+	s := &valkeyServer{addr: net.JoinHostPort(host, port), log: new(bytes.Buffer), done: make(chan struct{})}
 	s.cmd = exec.Command(filepath.Join(dir, "valkey-server"),
 		"--protected-mode", "no", "--dir", t.TempDir(), "--save", "", "--appendonly", "no",
 		// valkey-server exits when it has no TCP port ("Configured to
@@ -69,7 +70,10 @@ func startValkey(t *testing.T) *valkeyServer {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.done <- s.cmd.Wait() }()
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
 	t.Cleanup(func() {
 		s.cmd.Process.Kill()
 		<-s.done
@@ -80,8 +84,8 @@ func startValkey(t *testing.T) *valkeyServer {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		select {
-		case err := <-s.done:
-			t.Fatalf("valkey-server ended: %v; its log:\n%s", err, s.log)
+		case <-s.done:
+			t.Fatalf("valkey-server ended: %v; its log:\n%s", s.err, s.log)
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -355,10 +359,35 @@ func TestCClient(t *testing.T) {
 	port := strconv.Itoa(int(l.Addr().(*valkeyrdma.Addr).Port()))
 	for _, threads := range []string{"0", "4"} {
 		t.Run("threads="+threads, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, filepath.Join(dir, "rdma-test"), "-h", host, "-p", port, "-t", threads, "-m", "128", "-M", "1500")
-			out, err := cmd.CombinedOutput()
+			// rdma-test ends itself (an assertion) when a connect, read
+			// or write takes more than a second; the guard is for a
+			// process stuck in the kernel. Its output goes through a
+			// file: what it printed before it was killed is kept.
+			outPath := filepath.Join(t.TempDir(), "out")
+			outFile, err := os.Create(outPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outFile.Close()
+			cmd := exec.Command("stdbuf", "-oL", "-eL", filepath.Join(dir, "rdma-test"), "-h", host, "-p", port, "-t", threads, "-m", "64", "-M", "512")
+			cmd.Stdout, cmd.Stderr = outFile, outFile
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err = <-done:
+			case <-time.After(4 * time.Minute):
+				srv.mu.Lock()
+				for _, c := range srv.all {
+					t.Logf("server side %v: %s", c.RemoteAddr(), valkeyrdma.State(c.(*valkeyrdma.Conn)))
+				}
+				srv.mu.Unlock()
+				cmd.Process.Kill()
+				err = fmt.Errorf("still running after 4 minutes: killed (%v)", <-done)
+			}
+			out, _ := os.ReadFile(outPath)
 			t.Logf("rdma-test -t %s:\n%s", threads, out)
 			if err != nil {
 				t.Fatalf("rdma-test: %v", err)

@@ -138,6 +138,7 @@ func (r *respConn) readCommand() ([]string, error) {
 type respServer struct {
 	mu    sync.Mutex
 	data  map[string]string
+	all   []net.Conn // every connection accepted
 	conns sync.WaitGroup
 	errs  chan error
 }
@@ -150,6 +151,9 @@ func serveRESP(l net.Listener) *respServer {
 			if err != nil {
 				return
 			}
+			s.mu.Lock()
+			s.all = append(s.all, c)
+			s.mu.Unlock()
 			s.conns.Add(1)
 			go s.serve(c)
 		}
