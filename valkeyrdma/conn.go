@@ -670,6 +670,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 // RX buffer (which the peer publishes again once its application has
 // read all of it), in the send queue and in the staging buffer. p may be
 // reused as soon as Write returns; the data may still be on its way.
+//
+// Unlike a TCP socket's, a Write does not return before all of p has
+// gone into the peer's RX buffer: a Write that fills it waits until the
+// peer's application has read the whole buffer. A program that writes
+// more than the peer's buffer holds before it reads (Valkey's server
+// reads all the time, so clients need not care) must read in another
+// goroutine.
 func (c *Conn) Write(p []byte) (int, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()

@@ -165,9 +165,16 @@ func listen(addr netip.AddrPort, cfg config) (*Listener, error) {
 	return l, nil
 }
 
-// run accepts connection requests until Close.
+// run takes connection requests until Close, and sets each up in a
+// goroutine of its own: a client's connect need not wait for the set-up
+// of the ones before it (Valkey's C client gives its connect one second,
+// and a set-up takes a good part of it in the TCG test bed).
 func (l *Listener) run() {
-	defer close(l.done)
+	var setups sync.WaitGroup
+	defer func() {
+		setups.Wait()
+		close(l.done)
+	}()
 	for {
 		id, ev, err := l.id.GetRequest(l.ctx)
 		if err != nil {
@@ -178,16 +185,19 @@ func (l *Listener) run() {
 			}
 			return
 		}
-		c, err := l.accept(id, ev)
-		if err != nil {
-			continue // refused or failed: the next request
-		}
-		select {
-		case l.conns <- c:
-		case <-l.ctx.Done():
-			c.Close()
-			return
-		}
+		setups.Add(1)
+		go func() {
+			defer setups.Done()
+			c, err := l.accept(id, ev)
+			if err != nil {
+				return // refused or failed
+			}
+			select {
+			case l.conns <- c:
+			case <-l.ctx.Done():
+				c.Close()
+			}
+		}()
 	}
 }
 

@@ -62,10 +62,7 @@ func startValkey(t *testing.T) *valkeyServer {
 	s := &valkeyServer{addr: net.JoinHostPort(host, port), log: new(bytes.Buffer), done: make(chan struct{})}
 	s.cmd = exec.Command(filepath.Join(dir, "valkey-server"),
 		"--protected-mode", "no", "--dir", t.TempDir(), "--save", "", "--appendonly", "no",
-		// valkey-server exits when it has no TCP port ("Configured to
-		// not listen anywhere"): one on the guest's loopback.
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(testutil.Port()),
-		"--loadmodule", filepath.Join(dir, "valkey-rdma.so"), "bind="+host, "port="+port)
+		"--port", "0", "--loadmodule", filepath.Join(dir, "valkey-rdma.so"), "--rdma-bind", host, "--rdma-port", port)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -275,13 +272,20 @@ func TestValkeyServer(t *testing.T) {
 			done <- err
 		}()
 		waitBlocked(t)
-		expect(t, killer, "OK", "CLIENT", "KILL", "ID", fmt.Sprint(id))
+		expect(t, killer, int64(1), "CLIENT", "KILL", "ID", fmt.Sprint(id)) // the number of clients killed
 		if err := <-done; err != io.EOF {
 			t.Fatalf("Read of a killed client: %v, want io.EOF", err)
 		}
 		if _, err := victim.do("PING"); err == nil {
 			t.Fatal("PING on a killed client succeeded")
 		}
+	})
+
+	// Valkey's own C client against the server: the bed's control for
+	// TestCClient.
+	t.Run("CClient", func(t *testing.T) {
+		host, port, _ := net.SplitHostPort(s.addr)
+		runRDMATest(t, filepath.Join(valkeyDir(t), "rdma-test"), host, port, "0", nil)
 	})
 
 	// examples/valkey: valkey-go over RDMA (its binary built on the host
@@ -357,49 +361,68 @@ func TestCClient(t *testing.T) {
 	l := listen(t)
 	srv := serveRESP(l)
 	port := strconv.Itoa(int(l.Addr().(*valkeyrdma.Addr).Port()))
+	// How long a Go dial and accept take here: rdma-test gives its
+	// connect one second.
+	start := time.Now()
+	c, err := valkeyrdma.Dial(timeout(t, time.Minute), "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a Go Dial to the Listener took %v", time.Since(start))
+	c.Close()
 	for _, threads := range []string{"0", "4"} {
 		t.Run("threads="+threads, func(t *testing.T) {
-			// rdma-test ends itself (an assertion) when a connect, read
-			// or write takes more than a second; the guard is for a
-			// process stuck in the kernel. Its output goes through a
-			// file: what it printed before it was killed is kept.
-			outPath := filepath.Join(t.TempDir(), "out")
-			outFile, err := os.Create(outPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer outFile.Close()
-			cmd := exec.Command("stdbuf", "-oL", "-eL", filepath.Join(dir, "rdma-test"), "-h", host, "-p", port, "-t", threads, "-m", "64", "-M", "512")
-			cmd.Stdout, cmd.Stderr = outFile, outFile
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err = <-done:
-			case <-time.After(4 * time.Minute):
-				srv.mu.Lock()
-				for _, c := range srv.all {
-					t.Logf("server side %v: %s", c.RemoteAddr(), valkeyrdma.State(c.(*valkeyrdma.Conn)))
-				}
-				srv.mu.Unlock()
-				cmd.Process.Kill()
-				err = fmt.Errorf("still running after 4 minutes: killed (%v)", <-done)
-			}
-			out, _ := os.ReadFile(outPath)
-			t.Logf("rdma-test -t %s:\n%s", threads, out)
-			if err != nil {
-				t.Fatalf("rdma-test: %v", err)
-			}
-			if !strings.Contains(string(out), "GET") || !strings.Contains(string(out), "KVs [OK]") {
-				t.Fatal("rdma-test did not report its GETs as passed")
-			}
+			runRDMATest(t, filepath.Join(dir, "rdma-test"), host, port, threads, srv)
 		})
 	}
 	select {
 	case err := <-srv.errs:
 		t.Errorf("the Go server: %v", err)
 	default:
+	}
+}
+
+// runRDMATest runs valkey's tests/rdma/rdma-test against host:port with
+// threads threads (0: the main thread only). It ends itself (an
+// assertion) when a connect, read or write takes more than a second; the
+// guard is for a process stuck in the kernel. Its output goes through a
+// file, so that what it printed before being killed is kept. srv, if not
+// nil, is the Go server, whose connections' state is logged then.
+func runRDMATest(t *testing.T, bin, host, port, threads string, srv *respServer) {
+	t.Helper()
+	outPath := filepath.Join(t.TempDir(), "out")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	start := time.Now()
+	cmd := exec.Command("stdbuf", "-oL", "-eL", bin, "-h", host, "-p", port, "-t", threads, "-m", "64", "-M", "512")
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(4 * time.Minute):
+		if srv != nil {
+			srv.mu.Lock()
+			for _, c := range srv.all {
+				t.Logf("server side %v: %s", c.RemoteAddr(), valkeyrdma.State(c.(*valkeyrdma.Conn)))
+			}
+			srv.mu.Unlock()
+		}
+		cmd.Process.Kill()
+		err = fmt.Errorf("still running after 4 minutes: killed (%v)", <-done)
+	}
+	out, _ := os.ReadFile(outPath)
+	t.Logf("rdma-test -t %s (%v):\n%s", threads, time.Since(start), out)
+	if err != nil {
+		t.Fatalf("rdma-test: %v", err)
+	}
+	if !strings.Contains(string(out), "GET") || !strings.Contains(string(out), "KVs [OK]") {
+		t.Fatal("rdma-test did not report its GETs as passed")
 	}
 }
