@@ -25,7 +25,8 @@
 //	})
 //
 // examples/valkey is a whole program. Listen is the server side, for a
-// Go program serving RESP to Valkey's C client (or to Dial).
+// Go program serving RESP to Valkey's C client (or to Dial); it sets up
+// each connection in a goroutine of its own.
 //
 // # Protocol
 //
@@ -54,9 +55,10 @@
 // A dialed Conn asks the server for its features (GetServerFeature;
 // PeerFeatures has the answer: none in 8.1) and answers none when asked
 // as a server. Each side sends a Keepalive every 3 s (the Keepalive
-// option); a peer that no longer answers fails the send after the RC
-// retries (rxe: about 6 × 0.5 s ... seconds), and the connection with
-// it, which ends blocked calls. The peer's disconnect (rdma_disconnect,
+// option); a peer that no longer answers fails the send once the RC
+// retries (6, where Valkey's client asks for 7, which rxe takes as
+// infinite) have run out, and the connection with it, which ends
+// blocked calls. (Not yet checked against a silent peer on the bed.) The peer's disconnect (rdma_disconnect,
 // which is how Valkey closes: it has no goodbye message) reaches a Conn
 // as the CM's DISCONNECTED or as flushed receives: Read then returns
 // the data that came before and io.EOF, Write fails with ECONNRESET.
