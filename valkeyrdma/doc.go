@@ -58,7 +58,9 @@
 // option); a peer that no longer answers fails the send once the RC
 // retries (6, where Valkey's client asks for 7, which rxe takes as
 // infinite) have run out, and the connection with it, which ends
-// blocked calls. (Not yet checked against a silent peer on the bed.) The peer's disconnect (rdma_disconnect,
+// blocked calls: in the TCG bed (rxe, 6.12), a Read blocked on a peer
+// made silent failed with ETIMEDOUT about 6 s later, with a 100 ms
+// keepalive. The peer's disconnect (rdma_disconnect,
 // which is how Valkey closes: it has no goodbye message) reaches a Conn
 // as the CM's DISCONNECTED or as flushed receives: Read then returns
 // the data that came before and io.EOF, Write fails with ECONNRESET.
