@@ -173,6 +173,13 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config, server bool) (_ *Conn, err 
 	if dev == nil {
 		return nil, errors.New("valkeyrdma: the connection's ID is not bound to a device")
 	}
+	if dev.Device().NodeType.Transport() == verbs.TransportIWARP {
+		// Every data transfer of the transport is a WRITE WITH
+		// IMMEDIATE, which iWARP does not have (nor RNR retry, which
+		// Valkey's server does without but this side's sends use).
+		return nil, fmt.Errorf("valkeyrdma: %s is an iWARP device, without the RDMA WRITE WITH IMMEDIATE Valkey's transport sends all data with: %w",
+			dev.Device().Name, verbs.ErrNotCapable)
+	}
 	attr, err := dev.QueryDevice()
 	if err != nil {
 		return nil, err

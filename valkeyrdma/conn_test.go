@@ -18,13 +18,15 @@ import (
 
 	"github.com/goverbs/goverbs/internal/testutil"
 	"github.com/goverbs/goverbs/valkeyrdma"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // device skips on a bare host and fails on the test bed without a
 // device; it returns the test address.
 func device(t *testing.T) string {
 	t.Helper()
-	testutil.Device(t)
+	dev := testutil.Device(t)
+	testutil.SkipUnlessCap(t, dev.NodeType.Transport() != verbs.TransportIWARP, "RDMA WRITE WITH IMMEDIATE (iWARP has none; Valkey's transport sends all data with it)")
 	return testutil.Addr(t)
 }
 

@@ -67,6 +67,16 @@
 //
 // The transport has no half-close, so Conn has no CloseWrite.
 //
+// # iWARP
+//
+// The transport cannot run on iWARP devices (siw): all data goes by RDMA
+// WRITE WITH IMMEDIATE, which iWARP does not have, and Valkey's server
+// relies on its peer's receives being posted (RNR retry count 0), where
+// iWARP has no RNR retry at all. Dial fails, and a Listener refuses
+// connections, with an error wrapping verbs.ErrNotCapable on an iWARP
+// device. (rsocket's iWARP variant, a WRITE and a SEND per message, would
+// need a server that speaks it.)
+//
 // # Blocking
 //
 // A Read or Write that cannot proceed polls the CQ a few times, yielding
