@@ -233,6 +233,30 @@ test-arm64: bed-test-arm64
 	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/arm64.log | sed 's/^/test-arm64: /'
 	@hack/vm/check-integration-log.sh $(LOGDIR)/arm64.log | sed 's/^/test-arm64: /'; exit $${PIPESTATUS[0]}
 
+## test-valkey: valkeyrdma's tests in one boot (VALKEY_KERNEL) with valkey-server
+## 8.1.1 built with RDMA (hack/vm/build-valkey.sh: once, on the host, into
+## .cache/valkey): the Go client against the server (SET/GET, a pipeline of
+## 10,000 commands, values beyond the RX buffers, pub/sub, MULTI/EXEC, 8
+## connections, CLIENT KILL, the server killed), examples/valkey (valkey-go
+## over RDMA) against it, and Valkey's C client (tests/rdma/rdma-test)
+## against the Go listener
+VALKEY_KERNEL ?= $(firstword $(KERNELS))
+VALKEY_EXAMPLE := $(CURDIR)/.cache/valkey-example
+.PHONY: bed-test-valkey test-valkey
+bed-test-valkey:
+	hack/vm/build-valkey.sh >/dev/null
+	cd examples/valkey && CGO_ENABLED=0 $(GO) build -trimpath -o $(VALKEY_EXAMPLE) .
+	GOVERBS_KERNEL=$(VALKEY_KERNEL) hack/vm/run.sh --prepare
+test-valkey: bed-test-valkey
+	@mkdir -p $(LOGDIR)
+	@echo "== valkey on kernel $(VALKEY_KERNEL), one boot"
+	@set -o pipefail; start=$$SECONDS; \
+	export GOVERBS_VALKEY=$$(hack/vm/build-valkey.sh) GOVERBS_VALKEY_EXAMPLE=$(VALKEY_EXAMPLE) GOVERBS_KERNEL=$(VALKEY_KERNEL); \
+	GO=$(GO) hack/vm/batch.sh -name valkey -timeout 20m -race ./valkeyrdma 2>&1 | tee $(LOGDIR)/valkey.log; \
+	rc=$$?; echo "test-valkey: $$((SECONDS - start)) s"; exit $$rc
+	@grep -E '^(ok|FAIL)[[:space:]]' $(LOGDIR)/valkey.log | sed 's/^/test-valkey: /'
+	@hack/vm/check-integration-log.sh $(LOGDIR)/valkey.log | sed 's/^/test-valkey: /'; exit $${PIPESTATUS[0]}
+
 ## build: static bin/goverbs, and librpma's examples as bin/NN-name
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(GOVERBS) ./cmd/goverbs

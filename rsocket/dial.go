@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/goverbs/goverbs/cm"
+	"github.com/goverbs/goverbs/internal/cmaddr"
 )
 
 // transportRetries is the RC retry count asked for. C's rsocket asks
@@ -119,72 +117,16 @@ func connectErrno(err error) error {
 // retry runs a resolution step with C's timeouts: 1 s, doubled after
 // each timeout, at most connRetries+1 times, within ctx.
 func retry(ctx context.Context, step func(context.Context) error) error {
-	for try := 0; ; try++ {
-		sctx, cancel := context.WithTimeout(ctx, time.Second<<try)
-		err := step(sctx)
-		cancel()
-		var ee *cm.EventError
-		timedOut := errors.As(err, &ee) && ee.Status == -int(unix.ETIMEDOUT) ||
-			errors.Is(err, context.DeadlineExceeded)
-		if err == nil || !timedOut || try >= connRetries || ctx.Err() != nil {
-			return err
-		}
-	}
+	return cmaddr.Retry(ctx, connRetries, step)
 }
 
 // resolve parses "host:port" for network. An empty host is the
 // unspecified address, allowed only when listening.
 func resolve(ctx context.Context, network, address string, listen bool) (netip.AddrPort, error) {
-	var family string
-	switch network {
-	case "tcp", "rsocket":
-		family = "ip"
-	case "tcp4":
-		family = "ip4"
-	case "tcp6":
-		family = "ip6"
-	default:
-		return netip.AddrPort{}, net.UnknownNetworkError(network)
+	if network == "rsocket" { // what Addr.Network says: the same as "tcp"
+		network = "tcp"
 	}
-	host, portStr, err := net.SplitHostPort(address)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		p, lerr := net.DefaultResolver.LookupPort(ctx, "tcp", portStr)
-		if lerr != nil {
-			return netip.AddrPort{}, lerr
-		}
-		port = uint64(p)
-	}
-	var ip netip.Addr
-	switch {
-	case host == "":
-		if !listen {
-			return netip.AddrPort{}, &net.AddrError{Err: "missing host", Addr: address}
-		}
-		ip = netip.IPv4Unspecified()
-		if family == "ip6" {
-			ip = netip.IPv6Unspecified()
-		}
-	default:
-		if ip, err = netip.ParseAddr(host); err != nil {
-			ips, lerr := net.DefaultResolver.LookupNetIP(ctx, family, host)
-			if lerr != nil {
-				return netip.AddrPort{}, lerr
-			}
-			if len(ips) == 0 {
-				return netip.AddrPort{}, &net.AddrError{Err: "no address", Addr: host}
-			}
-			ip = ips[0]
-		}
-	}
-	ip = ip.Unmap()
-	if family == "ip4" && !ip.Is4() || family == "ip6" && !ip.Is6() {
-		return netip.AddrPort{}, &net.AddrError{Err: "address of the wrong family for " + network, Addr: host}
-	}
-	return netip.AddrPortFrom(ip, uint16(port)), nil
+	return cmaddr.Resolve(ctx, network, address, listen)
 }
 
 // Listener accepts rsocket connections. It implements net.Listener.

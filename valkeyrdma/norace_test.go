@@ -1,0 +1,5 @@
+//go:build !race
+
+package valkeyrdma_test
+
+const raceBuild = false
