@@ -70,8 +70,9 @@ vm-entries = $$(skip='$(2)'; pkgs=$(1); \
 # reach them. Each is vetted, cross-built, unit-tested and tested on the
 # test bed from its own directory, with the same flags as the root's
 # packages (rsocket/nettest: x/net/nettest's TestConn; examples/grpc:
-# gRPC-Go over rsocket). bench/cgo is not one of them: it needs cgo.
-MODULES  ?= rsocket/nettest examples/grpc
+# gRPC-Go over rsocket; examples/valkey: valkey-go over valkeyrdma). bench/cgo
+# is not one of them: it needs cgo.
+MODULES  ?= rsocket/nettest examples/grpc examples/valkey
 # $(call in-modules,COMMAND): COMMAND in each of MODULES' directories, each
 # one even when an earlier one failed; the status is the last failure's.
 in-modules = rc=0; for m in $(MODULES); do echo "== module $$m: $(1)"; (cd $$m && $(1)) || rc=$$?; done; exit $$rc
@@ -100,7 +101,7 @@ deps:
 ## docs/testing.md has the stages' measured times and why each is where it is.
 BASE_STAGES ?= deps vet fmt-check unit generate-check cross test-mlx5 \
 	integration-$(firstword $(KERNELS)) faults
-ROTATION_0 ?= $(addprefix integration-,$(wordlist 2,$(words $(KERNELS)),$(KERNELS)))
+ROTATION_0 ?= $(addprefix integration-,$(wordlist 2,$(words $(KERNELS)),$(KERNELS))) test-valkey
 ROTATION_1 ?= test-arm64 test-siw
 ROTATION_2 ?= test-pvrdma-full
 ROTATION ?= $(shell cat $(CURDIR)/.ci/rotation 2>/dev/null || echo 0)
