@@ -220,10 +220,9 @@ func (r *Ioctl) Do(fd *FD) error {
 	r.buf.hdr.Length = uint16(r.Len())
 	err := fd.Use(func(raw int) error {
 		if fd.fake != nil {
-			if errno := fd.fake.Ioctl(raw, unsafe.Pointer(&r.buf)); errno != 0 {
-				return errno
-			}
-			return nil
+			return fakeCall(unsafe.Slice((*byte)(unsafe.Pointer(&r.buf)), unsafe.Sizeof(r.buf)), func(buf []byte) unix.Errno {
+				return fd.fake.Ioctl(raw, unsafe.Pointer(&buf[0]))
+			})
 		}
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(raw), RDMA_VERBS_IOCTL, uintptr(unsafe.Pointer(&r.buf)))
 		if errno != 0 {

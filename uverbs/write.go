@@ -45,10 +45,9 @@ func Write[T any](fd *FD, op string, command uint32, req *T, resp unsafe.Pointer
 	fillWrite(&b, command, req, respLen)
 	err := fd.Use(func(raw int) error {
 		if fd.fake != nil {
-			if errno := fd.fake.Write(raw, unsafe.Slice((*byte)(unsafe.Pointer(&b)), unsafe.Sizeof(b))); errno != 0 {
-				return errno
-			}
-			return nil
+			return fakeCall(unsafe.Slice((*byte)(unsafe.Pointer(&b)), unsafe.Sizeof(b)), func(buf []byte) unix.Errno {
+				return fd.fake.Write(raw, buf)
+			})
 		}
 		_, err := unix.Write(raw, unsafe.Slice((*byte)(unsafe.Pointer(&b)), unsafe.Sizeof(b)))
 		return err
@@ -149,4 +148,19 @@ func (d *Doorbell) Ring(raw int) error {
 		err = fmt.Errorf("%w: %w", ErrForeignCredentials, errno)
 	}
 	return &OpError{Op: "POST_SEND", Err: err}
+}
+
+// fakeCall hands a fake kernel (internal/uverbshook) a heap copy of the
+// command in cmd and copies back what it wrote there. The copy keeps the
+// command itself off the heap: passed to the fake's interface method
+// directly, every command buffer of the real path would escape (one
+// allocation per command, arming a CQ included), fake or not.
+func fakeCall(cmd []byte, call func(buf []byte) unix.Errno) error {
+	buf := append([]byte(nil), cmd...)
+	errno := call(buf)
+	copy(cmd, buf)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
