@@ -85,7 +85,13 @@ func open(fd *uverbs.FD) provider.Context {
 		TotalNumBfregs:      c.totUUARs,
 		NumLowLatencyBfregs: c.lowLatUUARs,
 		MaxCQEVersion:       1,
-		LibCaps:             libCap4KUAR | libCapDynUAR,
+		// Not MLX5_LIB_CAP_DYN_UAR, which libmlx5 44 offers: a kernel
+		// that gets it allocates no static registers (tot_bfregs 0 in
+		// the answer) and expects UARs to be asked for one by one through
+		// the UAR object's ioctl methods. Without it the kernel sets up
+		// the static BlueFlame registers this provider maps, as it does
+		// for libmlx5 releases from before dynamic UARs.
+		LibCaps: libCap4KUAR,
 	}
 	return c
 }
@@ -103,7 +109,7 @@ func (c *ucontext) GetContext() provider.Udata {
 func (c *ucontext) Start() error {
 	r := &c.resp
 	if r.TotBfregs == 0 {
-		return fmt.Errorf("%w: the kernel allocates UARs dynamically (tot_bfregs 0)", ErrNotYet)
+		return fmt.Errorf("%w: the kernel set up no static BlueFlame registers (tot_bfregs 0)", ErrNotYet)
 	}
 	if r.NumUARsPerPage == 0 || r.BfRegSize == 0 || r.BfRegSize > adapterPageSize/8 || r.CacheLineSize == 0 ||
 		r.CacheLineSize > uint32(pageSize) || r.CacheLineSize&(r.CacheLineSize-1) != 0 {

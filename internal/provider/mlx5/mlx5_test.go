@@ -273,3 +273,20 @@ func TestPostPollAllocs(t *testing.T) {
 		t.Errorf("%v allocations per post and poll", allocs)
 	}
 }
+
+// GET_CONTEXT asks for the static BlueFlame registers the provider maps:
+// 4 KiB UARs, and not dynamic UARs, for which a kernel allocates none
+// (tot_bfregs 0) and Start would fail.
+func TestGetContextAsksStaticUARs(t *testing.T) {
+	c := open(nil).(*ucontext)
+	if c.req.LibCaps&libCapDynUAR != 0 || c.req.LibCaps&libCap4KUAR == 0 {
+		t.Errorf("lib_caps %#x, want MLX5_LIB_CAP_4K_UAR without MLX5_LIB_CAP_DYN_UAR", c.req.LibCaps)
+	}
+	if c.req.TotalNumBfregs == 0 || c.req.NumLowLatencyBfregs >= c.req.TotalNumBfregs {
+		t.Errorf("asks %d registers, %d low latency", c.req.TotalNumBfregs, c.req.NumLowLatencyBfregs)
+	}
+	c.resp = allocUcontextResp{BfRegSize: 512, CacheLineSize: 64, NumUARsPerPage: 1, CQEVersion: 1}
+	if err := c.Start(); !errors.Is(err, ErrNotYet) {
+		t.Errorf("Start with tot_bfregs 0: %v, want ErrNotYet", err)
+	}
+}
