@@ -466,6 +466,15 @@ pvrdma-survey: bed-test-pvrdma
 clean:
 	rm -rf bin .cache/test
 
+## test-hw: the device tests and the interop with rdma-core's programs
+## (pingpong, rping, rstream, perftest, ...) on this host's own RDMA device,
+## with no VM: for a host with hardware (GOVERBS_TEST_DEVICE=mlx5_0, or the
+## host's only device). Runs as root; fails with a clear message when the
+## host has no device. hack/test-hw.sh says what it detects and leaves out.
+.PHONY: test-hw
+test-hw:
+	HW_PKGS="$${HW_PKGS:-$(call vm-pkgs,$(LIGHT_SKIP_RE))}" GO=$(GO) hack/test-hw.sh
+
 ## test-mlx5: the mlx5 provider against rdma-core's libmlx5 44, on the host
 ## with no device and no VM: each scenario (internal/provider/mlx5/difftest/
 ## testdata/scenarios, and MLX5_SCENARIOS=DIR's *.scn) runs through
