@@ -23,6 +23,9 @@ default_pkgs=(
 	zstd            # decompress .ko.zst
 	libibverbs-dev  # headers librpma.h includes; make test-mlx5's C side
 	ibverbs-providers # libmlx5, which make test-mlx5 compares goverbs' mlx5 provider with
+	gcc-aarch64-linux-gnu # make test-mlx5-arm64: builds its fake kernel and C driver for arm64
+	libc6-dev-arm64-cross # (the arm64 libibverbs and libmlx5 come from hack/mlx5-arm64-root.sh)
+	qemu-user-static      # qemu-aarch64-static: runs them, and the arm64 test binary, on the host
 	librdmacm-dev
 	librpma-dev     # the C librpma interop peers (rpma/testdata) link against it
 	gcc             # builds those peers, and cgo -godefs at generation time

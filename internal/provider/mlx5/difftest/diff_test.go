@@ -59,21 +59,28 @@ func scenarios(t *testing.T) []string {
 
 // TestDiff runs every scenario through both sides and compares the
 // traces. It needs the C side built (MLX5_C_DIR, make mlx5-c) and skips
-// without it unless GOVERBS_REQUIRE_MLX5C=1.
+// without it unless GOVERBS_REQUIRE_MLX5C=1. MLX5_C_EXEC, if set, is a
+// command (words split at spaces) the C driver runs under: make
+// test-mlx5-arm64 sets it to qemu-aarch64 with its arm64 root, since
+// under qemu-user this test cannot exec an arm64 program by itself.
 func TestDiff(t *testing.T) {
 	cdir := os.Getenv("MLX5_C_DIR")
 	if cdir == "" {
 		testutil.SkipOptIn(t, "make test-mlx5 runs it (MLX5_C_DIR: the C side that make mlx5-c builds)")
 	}
+	wrap := strings.Fields(os.Getenv("MLX5_C_EXEC"))
 	dev, err := filepath.Abs("testdata/device.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	passed, failed := 0, 0
 	for _, f := range scenarios(t) {
+		ran := false // t.Run reports a subtest -run leaves out as passed
 		ok := t.Run(strings.TrimSuffix(filepath.Base(f), ".scn"), func(t *testing.T) {
+			ran = true
 			gout, addrs, gerr := runGo(dev, f)
-			cmd := exec.Command(filepath.Join(cdir, "driver"), f)
+			args := append(append(wrap[:len(wrap):len(wrap)], filepath.Join(cdir, "driver")), f)
+			cmd := exec.Command(args[0], args[1:]...)
 			cmd.Env = append(os.Environ(), "FAKE_DEVICE="+dev, "LD_PRELOAD="+filepath.Join(cdir, "fake.so"),
 				"MLX5_MR_ADDRS="+strings.Join(addrs, ","))
 			var stderr strings.Builder
@@ -87,9 +94,11 @@ func TestDiff(t *testing.T) {
 			}
 			compare(t, string(cout), gout)
 		})
-		if ok {
+		switch {
+		case !ran:
+		case ok:
 			passed++
-		} else {
+		default:
 			failed++
 		}
 	}
