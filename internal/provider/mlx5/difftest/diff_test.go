@@ -59,7 +59,7 @@ func scenarios(t *testing.T) []string {
 
 // TestDiff runs every scenario through both sides and compares the
 // traces. It needs the C side built (MLX5_C_DIR, make mlx5-c) and skips
-// without it unless GOVERBS_REQUIRE_MLX5C=1.
+// without it.
 func TestDiff(t *testing.T) {
 	cdir := os.Getenv("MLX5_C_DIR")
 	if cdir == "" {
