@@ -17,7 +17,8 @@ import (
 // TestDevinfo compares goverbs devinfo -v, run against the Go fake
 // kernel, with rdma-core 44's ibv_devinfo -v (Debian's ibverbs-utils)
 // run on libibverbs + libmlx5 against the C one: the two outputs must be
-// equal line for line. Both fakes present the device of
+// equal line for line; and the same without -v, with -l, and with -d
+// and -i. Both fakes present the device of
 // testdata/device.txt: the extended QUERY_DEVICE with mlx5's driver
 // response (TSO, RSS hash, packet pacing caps), QUERY_PORT, the GID table
 // (sysfs' gids files for libibverbs, which the C fake refuses every
@@ -38,25 +39,33 @@ func TestDevinfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(ibvDevinfo, "-v")
-	// fake.so makes the sysfs tree and sets SYSFS_PATH and
-	// MLX5_LOCAL_CPUS itself, as for the C driver; FAKE_QUIET keeps its
-	// command trace off ibv_devinfo's output.
-	cmd.Env = append(os.Environ(), "FAKE_DEVICE="+dev, "LD_PRELOAD="+filepath.Join(cdir, "fake.so"), "FAKE_QUIET=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	cout, err := cmd.Output()
+	d, err := loadDevice(dev)
 	if err != nil {
-		t.Fatalf("ibv_devinfo -v: %v\n%s%s", err, cout, stderr.String())
+		t.Fatal(err)
 	}
-	gout, err := runDevinfo(t, dev, "-v")
-	if err != nil {
-		t.Fatalf("goverbs devinfo -v: %v\n%s", err, gout)
+	for _, args := range [][]string{{"-v"}, {}, {"-l"}, {"-d", d.Name, "-i", "1", "-v"}} {
+		t.Run(strings.Join(append([]string{"args"}, args...), " "), func(t *testing.T) {
+			cmd := exec.Command(ibvDevinfo, args...)
+			// fake.so makes the sysfs tree and sets SYSFS_PATH and
+			// MLX5_LOCAL_CPUS itself, as for the C driver; FAKE_QUIET
+			// keeps its command trace off ibv_devinfo's output.
+			cmd.Env = append(os.Environ(), "FAKE_DEVICE="+dev, "LD_PRELOAD="+filepath.Join(cdir, "fake.so"), "FAKE_QUIET=1")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			cout, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("ibv_devinfo %s: %v\n%s%s", strings.Join(args, " "), err, cout, stderr.String())
+			}
+			gout, err := runDevinfo(t, dev, args...)
+			if err != nil {
+				t.Fatalf("goverbs devinfo %s: %v\n%s", strings.Join(args, " "), err, gout)
+			}
+			if !strings.Contains(string(cout), d.Name) {
+				t.Fatalf("ibv_devinfo %s did not list %s:\n%s%s", strings.Join(args, " "), d.Name, cout, stderr.String())
+			}
+			compare(t, string(cout), gout)
+		})
 	}
-	if !strings.HasPrefix(string(cout), "hca_id:\t") {
-		t.Fatalf("ibv_devinfo -v listed no device:\n%s%s", cout, stderr.String())
-	}
-	compare(t, string(cout), gout)
 }
 
 // TestGoDevinfo runs goverbs devinfo -v against the Go fake kernel alone,
