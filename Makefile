@@ -481,18 +481,20 @@ test-hw:
 ## libibverbs + libmlx5 under a fake kernel (an LD_PRELOAD library built here
 ## into .cache/mlx5) and through goverbs under the Go fake kernel; their
 ## traces (driver data, queue bytes, doorbells, completions) must be equal.
-## Needs gcc, libibverbs-dev and ibverbs-providers (make deps).
+## Then goverbs devinfo -v on the Go fake against rdma-core's ibv_devinfo -v
+## on the C one (TestDevinfo): the outputs must be equal.
+## Needs gcc, libibverbs-dev, ibverbs-providers and ibverbs-utils (make deps).
 MLX5_CACHE := $(CURDIR)/.cache/mlx5
 MLX5_C     := internal/provider/mlx5/difftest/c
 .PHONY: test-mlx5 mlx5-c
 mlx5-c:
-	@hack/vm/install-deps.sh gcc libc6-dev libibverbs-dev ibverbs-providers
+	@hack/vm/install-deps.sh gcc libc6-dev libibverbs-dev ibverbs-providers ibverbs-utils
 	@mkdir -p $(MLX5_CACHE)
 	gcc -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $(MLX5_CACHE)/fake.so $(MLX5_C)/fake.c $(MLX5_C)/device.c -ldl
 	gcc -O1 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/driver $(MLX5_C)/driver.c -libverbs -ldl
 test-mlx5: mlx5-c
 	@mkdir -p $(MLX5_CACHE); set -o pipefail; start=$$SECONDS; \
-	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(if $(MLX5_SCENARIOS),$(abspath $(MLX5_SCENARIOS))) $(GO) test -count=1 -race -run '^TestDiff$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log; \
+	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(if $(MLX5_SCENARIOS),$(abspath $(MLX5_SCENARIOS))) $(GO) test -count=1 -race -run '^(TestDiff|TestDevinfo)$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log; \
 	rc=$$?; echo "test-mlx5: $$((SECONDS - start)) s"; exit $$rc
 
 ## test-mlx5-arm64: the same scenarios on arm64, under qemu-user on the host:

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/internal/rdmanl"
+	"github.com/goverbs/goverbs/internal/uverbshook"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -170,12 +171,19 @@ type Device struct {
 	Path         string   // "/dev/infiniband/uverbs0"
 	Dev          uint64   // device number of Path (unix.Mkdev form)
 	ABIVersion   uint64   // the driver's uverbs ABI version
+	IBDevPath    string   // its sysfs directory, "/sys/class/infiniband/rxe0" (libibverbs' ibdev_path)
 }
 
 // Devices lists the RDMA devices of this host, ordered by index. It asks
 // RDMA netlink first (the only way to learn the driver of a virtual device
 // such as rxe) and falls back to sysfs on kernels without it.
 func Devices() ([]Device, error) {
+	// A test's fake kernel (internal/uverbshook) with a sysfs tree of its
+	// own: its devices are there, as libibverbs finds them under
+	// $SYSFS_PATH.
+	if uverbshook.SysfsRoot() != "" {
+		return devicesFromSysfs()
+	}
 	devs, nlErr := devicesFromNetlink()
 	if nlErr == nil {
 		return devs, nil
@@ -223,6 +231,7 @@ func devicesFromNetlink() ([]Device, error) {
 			NodeType:     NodeType(n.NodeType),
 			Ports:        int(n.Ports),
 			Protocol:     n.Protocol,
+			IBDevPath:    filepath.Join(sysfs(), "class/infiniband", n.Name),
 		}
 		// A device without ib_uverbs bound has no chardev: EOPNOTSUPP or
 		// ENOENT. It is still listed, but cannot be opened.
@@ -243,8 +252,17 @@ func devicesFromNetlink() ([]Device, error) {
 // sysfsRoot is replaced by tests.
 var sysfsRoot = "/sys"
 
+// sysfs returns the sysfs root: sysfsRoot, or that of a test's fake
+// kernel (internal/uverbshook.Sysfs).
+func sysfs() string {
+	if root := uverbshook.SysfsRoot(); root != "" {
+		return root
+	}
+	return sysfsRoot
+}
+
 func readSysfs(path ...string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(append([]string{sysfsRoot}, path...)...))
+	b, err := os.ReadFile(filepath.Join(append([]string{sysfs()}, path...)...))
 	return strings.TrimSpace(string(b)), err
 }
 
@@ -275,7 +293,8 @@ func parseSysfsGUID(s string) (GUID, error) {
 // "rdma link add" have a parent file (rxe for a CA, siw for an RNIC);
 // hardware devices name their PCI driver.
 func devicesFromSysfs() ([]Device, error) {
-	entries, err := os.ReadDir(filepath.Join(sysfsRoot, "class/infiniband_verbs"))
+	root := sysfs()
+	entries, err := os.ReadDir(filepath.Join(root, "class/infiniband_verbs"))
 	if errors.Is(err, os.ErrNotExist) {
 		// No ib_uverbs class at all: a host without RDMA has no devices.
 		return nil, nil
@@ -293,7 +312,7 @@ func devicesFromSysfs() ([]Device, error) {
 		if err != nil || !validDeviceName(name) {
 			continue
 		}
-		d := Device{Name: name, CharDev: cd, Path: "/dev/infiniband/" + cd}
+		d := Device{Name: name, CharDev: cd, Path: "/dev/infiniband/" + cd, IBDevPath: filepath.Join(root, "class/infiniband", name)}
 		if s, err := readSysfs("class/infiniband_verbs", cd, "dev"); err == nil {
 			var maj, min uint32
 			if _, err := fmt.Sscanf(s, "%d:%d", &maj, &min); err == nil {
@@ -315,7 +334,7 @@ func devicesFromSysfs() ([]Device, error) {
 				d.NodeType = NodeType(v)
 			}
 		}
-		if ports, err := os.ReadDir(filepath.Join(sysfsRoot, "class/infiniband", name, "ports")); err == nil {
+		if ports, err := os.ReadDir(filepath.Join(root, "class/infiniband", name, "ports")); err == nil {
 			d.Ports = len(ports)
 		}
 		d.Driver = guessDriver(name, d.NodeType)
@@ -342,13 +361,13 @@ func guessDriver(name string, nt NodeType) Driver {
 	if desc, err := readSysfs("class/infiniband", name, "node_desc"); err == nil && nt == NodeRNIC && desc == siwNodeDesc {
 		return DriverSIW
 	}
-	if _, err := os.Stat(filepath.Join(sysfsRoot, "class/infiniband", name, "parent")); err == nil {
+	if _, err := os.Stat(filepath.Join(sysfs(), "class/infiniband", name, "parent")); err == nil {
 		if nt == NodeRNIC {
 			return DriverSIW
 		}
 		return DriverRXE
 	}
-	if link, err := os.Readlink(filepath.Join(sysfsRoot, "class/infiniband", name, "device/driver")); err == nil {
+	if link, err := os.Readlink(filepath.Join(sysfs(), "class/infiniband", name, "device/driver")); err == nil {
 		if d, ok := pciDrivers[filepath.Base(link)]; ok {
 			return d
 		}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goverbs/goverbs/internal/provider"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -100,6 +101,16 @@ type DeviceAttr struct {
 	CQModMaxCount              uint16
 	CQModMaxPeriod             uint16
 	MaxDMSize                  uint64
+
+	// From the provider's driver data (mlx5; zero for the others), as
+	// ibv_query_device_ex reports them.
+	MaxTSO                    uint32 // largest TSO payload, in bytes
+	TSOSupportedQPTs          uint32 // 1 << QP type, for each type TSO works on
+	RSSRxHashFunction         uint8
+	RSSRxHashFieldsMask       uint64
+	QPRateLimitMin            uint32 // packet pacing, in kbps
+	QPRateLimitMax            uint32 // packet pacing, in kbps
+	PacketPacingSupportedQPTs uint32 // 1 << QP type
 }
 
 // Capability flags of DeviceAttr.DeviceCapFlagsEx (IB_UVERBS_DEVICE_*)
@@ -216,8 +227,18 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 	r.InitInvokeWrite("EX_QUERY_DEVICE", uverbs.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbs.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(resp), unsafe.Sizeof(*resp))
+	var readCaps func(*provider.DeviceCaps)
+	if q, ok := c.k.Provider.(provider.DeviceQuerier); ok {
+		var u provider.Udata
+		u, readCaps = q.QueryDevice()
+		u.Add(&r)
+	}
 	if err := c.do(&r); err != nil {
 		return nil, err
+	}
+	var caps provider.DeviceCaps
+	if readCaps != nil {
+		readCaps(&caps)
 	}
 	b := &resp.Base
 	a := &DeviceAttr{
@@ -252,6 +273,11 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 		TMFlags: resp.Tm_caps.Flags, TMMaxOps: resp.Tm_caps.Ops, TMMaxSGE: resp.Tm_caps.Sge,
 		CQModMaxCount: resp.Cq_moderation_caps.Cq_moderation_count, CQModMaxPeriod: resp.Cq_moderation_caps.Cq_moderation_period,
 		MaxDMSize: resp.Max_dm_size,
+
+		MaxTSO: caps.MaxTSO, TSOSupportedQPTs: caps.TSOSupportedQPTs,
+		RSSRxHashFunction: caps.RxHashFunction, RSSRxHashFieldsMask: caps.RxHashFieldsMask,
+		QPRateLimitMin: caps.QPRateLimitMin, QPRateLimitMax: caps.QPRateLimitMax,
+		PacketPacingSupportedQPTs: caps.PacketPacingSupportedQPTs,
 	}
 	// node_guid and sys_image_guid are __be64: raw wire bytes in memory.
 	binary.NativeEndian.PutUint64(a.NodeGUID[:], b.Node_guid)

@@ -14,7 +14,7 @@ default_pkgs=(
 	kmod            # modprobe --show-depends / depmod on the unpacked kernel tree
 	busybox-static  # the initramfs userland (must be static: no libs in the initramfs)
 	rdma-core       # rdma-core providers, reference behaviour for interop tests
-	ibverbs-utils   # ibv_devinfo, ibv_rc_pingpong (smoke test)
+	ibverbs-utils   # ibv_devinfo, ibv_rc_pingpong (smoke test); make test-mlx5 compares goverbs devinfo with ibv_devinfo
 	rdmacm-utils    # rping, ucmatose
 	perftest        # ib_write_bw & co
 	iproute2        # ip, rdma

@@ -223,6 +223,28 @@ type Context interface {
 	AllocPD() Udata
 }
 
+// DeviceCaps are the capabilities a provider reads from EX_QUERY_DEVICE's
+// driver response (rdma-core's providers copy them into struct
+// ibv_device_attr_ex): TSO, the RSS hash and packet pacing.
+type DeviceCaps struct {
+	MaxTSO                    uint32
+	TSOSupportedQPTs          uint32
+	RxHashFunction            uint8
+	RxHashFieldsMask          uint64
+	QPRateLimitMin            uint32 // kbps
+	QPRateLimitMax            uint32 // kbps
+	PacketPacingSupportedQPTs uint32
+}
+
+// DeviceQuerier is implemented by a Context whose EX_QUERY_DEVICE
+// carries driver data (mlx5's query_device_ex).
+type DeviceQuerier interface {
+	// QueryDevice returns the command's driver data, and a function
+	// that, once the command succeeded, reads caps from its response
+	// (nil when there is none to read).
+	QueryDevice() (Udata, func(caps *DeviceCaps))
+}
+
 // Ready is a CQ's emptiness test, published by its provider, so that the
 // generic Poll answers an empty poll, the common case of a busy-polling
 // loop, with one load and no call into the provider: that call cost an

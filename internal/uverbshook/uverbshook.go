@@ -63,3 +63,22 @@ func For(raw int) Kernel {
 	}
 	return nil
 }
+
+// Sysfs is implemented by a Kernel that also presents a sysfs tree, as
+// a fake kernel for libibverbs does through $SYSFS_PATH. While such a
+// kernel is installed, verbs.Devices lists the devices of that tree
+// instead of asking RDMA netlink, and reports their sysfs directories
+// under it.
+type Sysfs interface {
+	// SysfsRoot returns the directory that stands for /sys, or "" for
+	// the real one.
+	SysfsRoot() string
+}
+
+// SysfsRoot returns the installed kernel's sysfs root (Sysfs), or "".
+func SysfsRoot() string {
+	if s, ok := Installed().(Sysfs); ok {
+		return s.SysfsRoot()
+	}
+	return ""
+}

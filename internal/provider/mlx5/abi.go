@@ -50,8 +50,9 @@ type allocUcontextResp struct {
 type allocPDResp struct{ PDN uint32 }
 
 // queryDeviceResp is struct mlx5_ib_query_device_resp, EX_QUERY_DEVICE's
-// driver response (tso, rss, CQE compression, packet pacing, ... caps),
-// which the context asks for once and does not use yet.
+// driver response (tso, rss, CQE compression, packet pacing, ... caps).
+// The context asks for it once and does not use it yet; QueryDevice reads
+// tso_caps (offset 8), rss_caps (16) and packet_pacing_caps (40) from it.
 type queryDeviceResp [104]byte
 
 // createCQ is struct mlx5_ib_create_cq.

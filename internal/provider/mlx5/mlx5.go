@@ -181,7 +181,9 @@ func (c *ucontext) query() error {
 	r.InitInvokeWrite("EX_QUERY_DEVICE", uverbs.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbs.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, uverbs.RDMA_DRIVER_MLX5)
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
 	r.Out(uverbs.UVERBS_ATTR_CORE_OUT, unsafe.Pointer(&resp), unsafe.Sizeof(resp))
-	r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&c.devResp), unsafe.Sizeof(c.devResp))
+	if c.resp.CmdsSuppUHW&cmdsSuppUHWQueryDevice != 0 {
+		r.Out(uverbs.UVERBS_ATTR_UHW_OUT, unsafe.Pointer(&c.devResp), unsafe.Sizeof(c.devResp))
+	}
 	if err := r.Do(c.fd); err != nil {
 		return fmt.Errorf("mlx5: query device: %w", err)
 	}
@@ -213,6 +215,30 @@ func (c *ucontext) Close() error {
 	c.uars, c.bfs, c.cqUAR = nil, nil, nil
 	errs = append(errs, c.dbrecs.free())
 	return errors.Join(errs...)
+}
+
+// cmdsSuppUHWQueryDevice is MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE: the
+// kernel takes driver data on EX_QUERY_DEVICE.
+const cmdsSuppUHWQueryDevice = 1 << 0
+
+// QueryDevice gives EX_QUERY_DEVICE room for struct
+// mlx5_ib_query_device_resp when the kernel takes it, and reads the TSO,
+// RSS hash and packet pacing caps from it, as mlx5_query_device_ex does.
+func (c *ucontext) QueryDevice() (provider.Udata, func(*provider.DeviceCaps)) {
+	if c.resp.CmdsSuppUHW&cmdsSuppUHWQueryDevice == 0 {
+		return provider.Udata{}, nil
+	}
+	resp := new(queryDeviceResp)
+	return provider.Udata{Out: resp[:]}, func(caps *provider.DeviceCaps) {
+		le := binary.NativeEndian
+		caps.MaxTSO = le.Uint32(resp[8:])
+		caps.TSOSupportedQPTs = le.Uint32(resp[12:])
+		caps.RxHashFieldsMask = le.Uint64(resp[16:])
+		caps.RxHashFunction = resp[24]
+		caps.QPRateLimitMin = le.Uint32(resp[40:])
+		caps.QPRateLimitMax = le.Uint32(resp[44:])
+		caps.PacketPacingSupportedQPTs = le.Uint32(resp[48:])
+	}
 }
 
 // FWVersion prints major.minor.sub with four digits of sub, as libmlx5's

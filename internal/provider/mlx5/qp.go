@@ -635,11 +635,12 @@ func (r *recvQueue) Shut() {
 }
 
 var (
-	_ provider.Context   = (*ucontext)(nil)
-	_ provider.CQ        = (*CQ)(nil)
-	_ provider.CQCleaner = (*CQ)(nil)
-	_ provider.BadCQEs   = (*CQ)(nil)
-	_ provider.QP        = (*qp)(nil)
-	_ provider.SendQueue = (*sendQueue)(nil)
-	_ provider.RecvQueue = (*recvQueue)(nil)
+	_ provider.Context       = (*ucontext)(nil)
+	_ provider.DeviceQuerier = (*ucontext)(nil)
+	_ provider.CQ            = (*CQ)(nil)
+	_ provider.CQCleaner     = (*CQ)(nil)
+	_ provider.BadCQEs       = (*CQ)(nil)
+	_ provider.QP            = (*qp)(nil)
+	_ provider.SendQueue     = (*sendQueue)(nil)
+	_ provider.RecvQueue     = (*recvQueue)(nil)
 )

@@ -123,10 +123,8 @@ func printDevice(w *bufio.Writer, stderr io.Writer, d verbs.Device, onlyPort int
 	p("\tvendor_id:\t\t\t0x%04x\n", a.VendorID)
 	p("\tvendor_part_id:\t\t\t%d\n", a.VendorPartID)
 	p("\thw_ver:\t\t\t\t0x%X\n", a.HWVersion)
-	if b, err := os.ReadFile(filepath.Join("/sys/class/infiniband", d.Name, "board_id")); err == nil {
-		if s := strings.TrimRight(string(b), "\n"); s != "" {
-			p("\tboard_id:\t\t\t%s\n", s)
-		}
+	if s := boardID(d); s != "" {
+		p("\tboard_id:\t\t\t%s\n", s)
 	}
 	p("\tphys_port_cnt:\t\t\t%d\n", a.PhysPortCnt)
 	if verbose {
@@ -247,23 +245,29 @@ func printVerboseDevice(p func(string, ...any), a *verbs.DeviceAttr, numCompVect
 	}
 	p("\tdevice_cap_flags_ex:\t\t0x%X\n", a.DeviceCapFlagsEx)
 	printFlags(p, a.DeviceCapFlagsEx&0xffffffff00000000, deviceCapExNames, "%X")
-	// TSO and packet pacing capabilities are provider data that no
-	// supported provider reports.
 	p("\ttso_caps:\n")
-	p("\t\tmax_tso:\t\t\t%d\n", 0)
+	p("\t\tmax_tso:\t\t\t%d\n", a.MaxTSO)
+	if a.MaxTSO != 0 {
+		p("\t\tsupported_qp:\n")
+		printFlags(p, uint64(a.TSOSupportedQPTs), qptNames, "%X")
+	}
 	p("\trss_caps:\n")
 	p("\t\tmax_rwq_indirection_tables:\t\t\t%d\n", a.MaxRWQIndirectionTables)
 	p("\t\tmax_rwq_indirection_table_size:\t\t\t%d\n", a.MaxRWQIndirectionTableSize)
-	p("\t\trx_hash_function:\t\t\t\t0x%x\n", 0)
-	p("\t\trx_hash_fields_mask:\t\t\t\t0x%X\n", 0)
+	p("\t\trx_hash_function:\t\t\t\t0x%x\n", a.RSSRxHashFunction)
+	p("\t\trx_hash_fields_mask:\t\t\t\t0x%X\n", a.RSSRxHashFieldsMask)
 	if a.RSSSupportedQPTs != 0 {
 		p("\t\tsupported_qp:\n")
 		printFlags(p, uint64(a.RSSSupportedQPTs), qptNames, "%X")
 	}
 	p("\tmax_wq_type_rq:\t\t\t%d\n", a.MaxWQTypeRQ)
 	p("\tpacket_pacing_caps:\n")
-	p("\t\tqp_rate_limit_min:\t%dkbps\n", 0)
-	p("\t\tqp_rate_limit_max:\t%dkbps\n", 0)
+	p("\t\tqp_rate_limit_min:\t%dkbps\n", a.QPRateLimitMin)
+	p("\t\tqp_rate_limit_max:\t%dkbps\n", a.QPRateLimitMax)
+	if a.QPRateLimitMax != 0 {
+		p("\t\tsupported_qp:\n")
+		printFlags(p, uint64(a.PacketPacingSupportedQPTs), qptNames, "%X")
+	}
 	if a.TMMaxNumTags != 0 {
 		p("\tmax_rndv_hdr_size:\t\t%d\n", a.TMMaxRndvHdrSize)
 		p("\tmax_num_tags:\t\t\t%d\n", a.TMMaxNumTags)
@@ -285,6 +289,19 @@ func printVerboseDevice(p func(string, ...any), a *verbs.DeviceAttr, numCompVect
 		p("\tmaximum available device memory:\t%dBytes\n\n", a.MaxDMSize)
 	}
 	p("\tnum_comp_vectors:\t\t%d\n", numCompVectors)
+}
+
+// boardID reads the device's board_id from sysfs, as ibv_devinfo does
+// (ibv_read_sysfs_file: one trailing newline dropped), or "".
+func boardID(d verbs.Device) string {
+	if d.IBDevPath == "" {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(d.IBDevPath, "board_id"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }
 
 type flagName struct {

@@ -59,7 +59,7 @@ func scenarios(t *testing.T) []string {
 
 // TestDiff runs every scenario through both sides and compares the
 // traces. It needs the C side built (MLX5_C_DIR, make mlx5-c) and skips
-// without it unless GOVERBS_REQUIRE_MLX5C=1. MLX5_C_EXEC, if set, is a
+// without it. MLX5_C_EXEC, if set, is a
 // command (words split at spaces) the C driver runs under: make
 // test-mlx5-arm64 sets it to qemu-aarch64 with its arm64 root, since
 // under qemu-user this test cannot exec an arm64 program by itself.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -34,7 +35,30 @@ type device struct {
 	LinkLayer, PortState, MaxMTU, ActiveMTU, GIDTblLen        uint32
 	PkeyTblLen, LID, PortCapFlags, MaxMsgSz                   uint32
 	PDNBase, CQNBase, QPNBase, MkeyBase, FirstBfreg, SRQNBase uint32
+
+	BoardID                                                        string
+	MaxMRSize, PageSizeCap                                         uint64
+	MaxMW, MaxMcastGrp, MaxMcastQPAttach, MaxTotalMcastQPAttach    uint32
+	MaxAH                                                          uint32
+	ODPGeneralCaps, TimestampMask, HCACoreClock, DeviceCapFlagsEx  uint64
+	MaxDMSize                                                      uint64
+	RCODPCaps, UCODPCaps, UDODPCaps, XRCODPCaps                    uint32
+	RSSSupportedQPTs, MaxRWQIndirectionTables, MaxRWQIndTableSize  uint32
+	MaxWQTypeRQ, RawPacketCaps                                     uint32
+	TMMaxRndvHdrSize, TMMaxNumTags, TMFlags, TMMaxOps, TMMaxSGE    uint32
+	MaxCQModerationCount, MaxCQModerationPeriod                    uint32
+	RxHashFieldsMask                                               uint64
+	MaxTSO, TSOSupportedQPTs, RxHashFunction                       uint32
+	CQECompMaxNum, CQECompFormats                                  uint32
+	QPRateLimitMin, QPRateLimitMax, PPSupportedQPTs                uint32
+	SMLID, LMC, MaxVLNum, SMSL, SubnetTimeout                      uint32
+	PhysState, ActiveWidth, ActiveSpeed, BadPkeyCntr, QkeyViolCntr uint32
+	GIDs                                                           [maxGIDs][16]byte // gidN; zero: none
 }
+
+// maxGIDs is the length of port 1's GID table in sysfs (c/fake.h's
+// MAX_GIDS).
+const maxGIDs = 128
 
 // deviceKeys maps the file's keys to device's fields.
 var deviceKeys = map[string]string{
@@ -54,6 +78,42 @@ var deviceKeys = map[string]string{
 	"pkey_tbl_len": "PkeyTblLen", "lid": "LID", "port_cap_flags": "PortCapFlags", "max_msg_sz": "MaxMsgSz",
 	"pdn_base": "PDNBase", "cqn_base": "CQNBase", "qpn_base": "QPNBase", "mkey_base": "MkeyBase",
 	"first_bfreg": "FirstBfreg", "srqn_base": "SRQNBase",
+	"board_id": "BoardID", "max_mr_size": "MaxMRSize", "page_size_cap": "PageSizeCap", "max_mw": "MaxMW",
+	"max_mcast_grp": "MaxMcastGrp", "max_mcast_qp_attach": "MaxMcastQPAttach",
+	"max_total_mcast_qp_attach": "MaxTotalMcastQPAttach", "max_ah": "MaxAH",
+	"odp_general_caps": "ODPGeneralCaps", "timestamp_mask": "TimestampMask", "hca_core_clock": "HCACoreClock",
+	"device_cap_flags_ex": "DeviceCapFlagsEx", "max_dm_size": "MaxDMSize", "rc_odp_caps": "RCODPCaps",
+	"uc_odp_caps": "UCODPCaps", "ud_odp_caps": "UDODPCaps", "xrc_odp_caps": "XRCODPCaps",
+	"rss_supported_qpts": "RSSSupportedQPTs", "max_rwq_indirection_tables": "MaxRWQIndirectionTables",
+	"max_rwq_indirection_table_size": "MaxRWQIndTableSize", "max_wq_type_rq": "MaxWQTypeRQ",
+	"raw_packet_caps": "RawPacketCaps", "tm_max_rndv_hdr_size": "TMMaxRndvHdrSize",
+	"tm_max_num_tags": "TMMaxNumTags", "tm_flags": "TMFlags", "tm_max_ops": "TMMaxOps", "tm_max_sge": "TMMaxSGE",
+	"max_cq_moderation_count": "MaxCQModerationCount", "max_cq_moderation_period": "MaxCQModerationPeriod",
+	"rx_hash_fields_mask": "RxHashFieldsMask", "max_tso": "MaxTSO", "tso_supported_qpts": "TSOSupportedQPTs",
+	"rx_hash_function": "RxHashFunction", "cqe_comp_max_num": "CQECompMaxNum",
+	"cqe_comp_formats": "CQECompFormats", "qp_rate_limit_min": "QPRateLimitMin",
+	"qp_rate_limit_max": "QPRateLimitMax", "pp_supported_qpts": "PPSupportedQPTs", "sm_lid": "SMLID",
+	"lmc": "LMC", "max_vl_num": "MaxVLNum", "sm_sl": "SMSL", "subnet_timeout": "SubnetTimeout",
+	"phys_state": "PhysState", "active_width": "ActiveWidth", "active_speed": "ActiveSpeed",
+	"bad_pkey_cntr": "BadPkeyCntr", "qkey_viol_cntr": "QkeyViolCntr",
+}
+
+// parseGID parses a GID as sysfs writes it: eight groups of four hex
+// digits.
+func parseGID(s string) ([16]byte, error) {
+	var g [16]byte
+	parts := strings.Split(s, ":")
+	if len(parts) != 8 {
+		return g, fmt.Errorf("bad GID %q", s)
+	}
+	for i, p := range parts {
+		v, err := strconv.ParseUint(p, 16, 16)
+		if err != nil || len(p) != 4 {
+			return g, fmt.Errorf("bad GID %q", s)
+		}
+		binary.BigEndian.PutUint16(g[2*i:], uint16(v))
+	}
+	return g, nil
 }
 
 func loadDevice(path string) (*device, error) {
@@ -73,6 +133,16 @@ func loadDevice(path string) (*device, error) {
 		}
 		if len(w) != 2 {
 			return nil, fmt.Errorf("%s:%d: want key value", path, n)
+		}
+		if idx, ok := strings.CutPrefix(w[0], "gid"); ok && idx != "" && idx[0] >= '0' && idx[0] <= '9' {
+			i, err := strconv.ParseUint(idx, 10, 8)
+			if err != nil || i >= maxGIDs {
+				return nil, fmt.Errorf("%s:%d: bad GID index %s", path, n, w[0])
+			}
+			if d.GIDs[i], err = parseGID(w[1]); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			continue
 		}
 		field, ok := deviceKeys[w[0]]
 		if !ok {
@@ -125,8 +195,9 @@ type fakeQP struct {
 // (uverbshook.Kernel), as c/fake.c does for libibverbs, and writes the
 // same trace.
 type fakeKernel struct {
-	dev *device
-	out *strings.Builder
+	dev   *device
+	out   *strings.Builder
+	sysfs string // the sysfs tree makeSysfs wrote, or ""
 
 	mu      sync.Mutex
 	fds     map[int]bool
@@ -148,6 +219,55 @@ func newFakeKernel(dev *device, out *strings.Builder) *fakeKernel {
 }
 
 func (k *fakeKernel) printf(format string, args ...any) { fmt.Fprintf(k.out, format, args...) }
+
+// makeSysfs writes the device's sysfs tree under root, as c/fake.c's
+// make_sysfs does for libibverbs, and makes it the kernel's
+// (uverbshook.Sysfs): verbs.Devices then lists the device from it. Call
+// it before installing the kernel.
+func (k *fakeKernel) makeSysfs(root string) error {
+	d := k.dev
+	guid := func(v uint64) string {
+		return fmt.Sprintf("%04x:%04x:%04x:%04x\n", v>>48&0xffff, v>>32&0xffff, v>>16&0xffff, v&0xffff)
+	}
+	ib := filepath.Join("class/infiniband", d.Name)
+	files := [][2]string{
+		{"class/infiniband_verbs/abi_version", "6\n"},
+		{"class/infiniband_verbs/uverbs0/ibdev", d.Name + "\n"},
+		{"class/infiniband_verbs/uverbs0/dev", "1:3\n"},
+		{"class/infiniband_verbs/uverbs0/abi_version", "1\n"},
+		{filepath.Join(ib, "node_type"), "1: CA\n"},
+		{filepath.Join(ib, "node_guid"), guid(d.NodeGUID)},
+		{filepath.Join(ib, "sys_image_guid"), guid(d.SysImageGUID)},
+		{filepath.Join(ib, "device/modalias"), d.Modalias + "\n"},
+	}
+	if d.BoardID != "" {
+		files = append(files, [2]string{filepath.Join(ib, "board_id"), d.BoardID + "\n"})
+	}
+	for i, g := range d.GIDs {
+		s := make([]string, 8)
+		for j := range s {
+			s[j] = fmt.Sprintf("%04x", binary.BigEndian.Uint16(g[2*j:]))
+		}
+		files = append(files, [2]string{filepath.Join(ib, "ports/1/gids", strconv.Itoa(i)), strings.Join(s, ":") + "\n"})
+	}
+	for _, f := range files {
+		p := filepath.Join(root, f[0])
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(f[1]), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink("../../../../bus/pci/drivers/mlx5_core", filepath.Join(root, ib, "device/driver")); err != nil {
+		return err
+	}
+	k.sysfs = root
+	return nil
+}
+
+// SysfsRoot is uverbshook.Sysfs.
+func (k *fakeKernel) SysfsRoot() string { return k.sysfs }
 
 func (k *fakeKernel) Open(path string) (int, error) {
 	if path != "/dev/infiniband/uverbs0" {
@@ -518,7 +638,9 @@ func (k *fakeKernel) Ioctl(raw int, req unsafe.Pointer) unix.Errno {
 		l.Port_cap_flags, l.Max_msg_sz, l.Gid_tbl_len = d.PortCapFlags, d.MaxMsgSz, d.GIDTblLen
 		l.Lid, l.State, l.Max_mtu, l.Active_mtu = uint16(d.LID), uint8(d.PortState), uint8(d.MaxMTU), uint8(d.ActiveMTU)
 		l.Pkey_tbl_len, l.Link_layer = uint16(d.PkeyTblLen), uint8(d.LinkLayer)
-		l.Phys_state, l.Active_width, l.Active_speed = 5, 2, 32
+		l.Sm_lid, l.Lmc, l.Max_vl_num, l.Sm_sl = uint16(d.SMLID), uint8(d.LMC), uint8(d.MaxVLNum), uint8(d.SMSL)
+		l.Subnet_timeout, l.Bad_pkey_cntr, l.Qkey_viol_cntr = uint8(d.SubnetTimeout), d.BadPkeyCntr, d.QkeyViolCntr
+		l.Phys_state, l.Active_width, l.Active_speed = uint8(d.PhysState), uint8(d.ActiveWidth), uint8(d.ActiveSpeed)
 		port := r.in(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM)
 		if len(port) < 1 || port[0] != 1 {
 			return unix.EINVAL
@@ -526,6 +648,8 @@ func (k *fakeKernel) Ioctl(raw int, req unsafe.Pointer) unix.Errno {
 		r.out(uverbs.UVERBS_ATTR_QUERY_PORT_RESP, bytesOf(&resp))
 		k.traceCmd("QUERY_PORT", uhwIn, nil, nil, "port=1")
 		return 0
+	case hdr.Object_id == uverbs.UVERBS_OBJECT_DEVICE && hdr.Method_id == uverbs.UVERBS_METHOD_QUERY_GID_TABLE:
+		return k.queryGIDTable(r)
 	case hdr.Object_id == uverbs.UVERBS_OBJECT_DEVICE && hdr.Method_id == uverbs.UVERBS_METHOD_INVOKE_WRITE:
 		cmd := binary.NativeEndian.Uint64(r.in(uverbs.UVERBS_ATTR_WRITE_CMD))
 		return k.invokeWrite(uint32(cmd), r, uhwIn)
@@ -582,6 +706,40 @@ func (k *fakeKernel) destroy(r attrs) {
 	}
 }
 
+// queryGIDTable answers QUERY_GID_TABLE with port 1's non-zero GIDs:
+// what libibverbs reads from sysfs' gids files (c/fake.c writes them)
+// when the kernel takes no ioctl. Their type is what it derives from the
+// link layer when sysfs has no gid_attrs: IB, or RoCE v1 on Ethernet.
+func (k *fakeKernel) queryGIDTable(r attrs) unix.Errno {
+	size := r.in(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE)
+	if len(size) != 8 || binary.NativeEndian.Uint64(size) != uint64(unsafe.Sizeof(uverbs.GidEntry{})) {
+		return unix.EINVAL
+	}
+	typ := uint32(uverbs.IB_UVERBS_GID_TYPE_IB)
+	if k.dev.LinkLayer == 2 {
+		typ = uverbs.IB_UVERBS_GID_TYPE_ROCE_V1
+	}
+	var out []byte
+	n := uint64(0)
+	for i, g := range k.dev.GIDs {
+		if g == ([16]byte{}) || uint32(i) >= k.dev.GIDTblLen {
+			continue
+		}
+		e := uverbs.GidEntry{Gid_index: uint32(i), Port_num: 1, Gid_type: typ}
+		copy(bytesOf(&e.Gid), g[:])
+		out = append(out, bytesOf(&e)...)
+		n++
+	}
+	if len(out) > r.outLen(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES) {
+		return unix.EINVAL
+	}
+	r.out(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, out)
+	var num [8]byte
+	binary.NativeEndian.PutUint64(num[:], n)
+	r.out(uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, num[:])
+	return 0
+}
+
 func (k *fakeKernel) invokeWrite(cmd uint32, r attrs, uhwIn []byte) unix.Errno {
 	core := r.in(uverbs.UVERBS_ATTR_CORE_IN)
 	le := binary.NativeEndian
@@ -601,9 +759,36 @@ func (k *fakeKernel) invokeWrite(cmd uint32, r attrs, uhwIn []byte) unix.Errno {
 		b.Max_res_rd_atom = d.MaxQPRDAtom * d.MaxQP
 		b.Atomic_cap, b.Max_srq, b.Max_srq_wr, b.Max_srq_sge = d.AtomicCap, d.MaxSRQ, d.MaxSRQWR, d.MaxSRQSGE
 		b.Max_pkeys, b.Local_ca_ack_delay, b.Phys_port_cnt = uint16(d.MaxPkeys), uint8(d.LocalCAAckDelay), 1
+		b.Max_mr_size, b.Page_size_cap = d.MaxMRSize, d.PageSizeCap
+		b.Max_mw, b.Max_mcast_grp, b.Max_mcast_qp_attach = d.MaxMW, d.MaxMcastGrp, d.MaxMcastQPAttach
+		b.Max_total_mcast_qp_attach, b.Max_ah = d.MaxTotalMcastQPAttach, d.MaxAH
+		o := &resp.Odp_caps
+		o.General_caps = d.ODPGeneralCaps
+		o.Per_transport_caps.Rc_odp_caps, o.Per_transport_caps.Uc_odp_caps = d.RCODPCaps, d.UCODPCaps
+		o.Per_transport_caps.Ud_odp_caps, resp.Xrc_odp_caps = d.UDODPCaps, d.XRCODPCaps
+		resp.Timestamp_mask, resp.Hca_core_clock, resp.Device_cap_flags_ex = d.TimestampMask, d.HCACoreClock, d.DeviceCapFlagsEx
+		resp.Rss_caps.Supported_qpts = d.RSSSupportedQPTs
+		resp.Rss_caps.Max_rwq_indirection_tables = d.MaxRWQIndirectionTables
+		resp.Rss_caps.Max_rwq_indirection_table_size = d.MaxRWQIndTableSize
+		resp.Max_wq_type_rq, resp.Raw_packet_caps = d.MaxWQTypeRQ, d.RawPacketCaps
+		tm := &resp.Tm_caps
+		tm.Rndv_hdr_size, tm.Num_tags, tm.Flags, tm.Ops, tm.Sge = d.TMMaxRndvHdrSize, d.TMMaxNumTags, d.TMFlags, d.TMMaxOps, d.TMMaxSGE
+		resp.Cq_moderation_caps.Cq_moderation_count = uint16(d.MaxCQModerationCount)
+		resp.Cq_moderation_caps.Cq_moderation_period = uint16(d.MaxCQModerationPeriod)
+		resp.Max_dm_size = d.MaxDMSize
 		resp.Response_length = uint32(min(r.outLen(uverbs.UVERBS_ATTR_CORE_OUT), int(unsafe.Sizeof(resp))))
+		// struct mlx5_ib_query_device_resp
 		var drv [104]byte
 		le.PutUint32(drv[4:], 104)
+		le.PutUint32(drv[8:], d.MaxTSO)
+		le.PutUint32(drv[12:], d.TSOSupportedQPTs)
+		le.PutUint64(drv[16:], d.RxHashFieldsMask)
+		drv[24] = byte(d.RxHashFunction)
+		le.PutUint32(drv[32:], d.CQECompMaxNum)
+		le.PutUint32(drv[36:], d.CQECompFormats)
+		le.PutUint32(drv[40:], d.QPRateLimitMin)
+		le.PutUint32(drv[44:], d.QPRateLimitMax)
+		le.PutUint32(drv[48:], d.PPSupportedQPTs)
 		r.out(uverbs.UVERBS_ATTR_CORE_OUT, bytesOf(&resp))
 		r.out(uverbs.UVERBS_ATTR_UHW_OUT, drv[:])
 		k.traceCmd("QUERY_DEVICE_EX", uhwIn, drv[:], nil, "")

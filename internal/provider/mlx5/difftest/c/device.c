@@ -1,5 +1,5 @@
 // device.c: the device description file and what the fake kernel answers
-// from it. The Go fake (../fakekernel.go) reads the same file.
+// from it. The Go fake (../fake_test.go) reads the same file.
 #define _GNU_SOURCE
 #include <endian.h>
 #include <stddef.h>
@@ -19,7 +19,18 @@ struct field {
 #define U64(k) {#k, offsetof(struct dev, k), 8, 0}
 #define STR(k) {#k, offsetof(struct dev, k), 0, sizeof(((struct dev *)0)->k)}
 static const struct field fields[] = {
-	STR(name), STR(modalias), U64(node_guid), U64(sys_image_guid), U64(fw_ver),
+	STR(name), STR(modalias), STR(board_id), U64(node_guid), U64(sys_image_guid), U64(fw_ver),
+	U64(max_mr_size), U64(page_size_cap), U32(max_mw), U32(max_mcast_grp), U32(max_mcast_qp_attach),
+	U32(max_total_mcast_qp_attach), U32(max_ah), U64(odp_general_caps), U64(timestamp_mask),
+	U64(hca_core_clock), U64(device_cap_flags_ex), U64(max_dm_size), U32(rc_odp_caps),
+	U32(uc_odp_caps), U32(ud_odp_caps), U32(xrc_odp_caps), U32(rss_supported_qpts),
+	U32(max_rwq_indirection_tables), U32(max_rwq_indirection_table_size), U32(max_wq_type_rq),
+	U32(raw_packet_caps), U32(tm_max_rndv_hdr_size), U32(tm_max_num_tags), U32(tm_flags),
+	U32(tm_max_ops), U32(tm_max_sge), U32(max_cq_moderation_count), U32(max_cq_moderation_period),
+	U64(rx_hash_fields_mask), U32(max_tso), U32(tso_supported_qpts), U32(rx_hash_function),
+	U32(cqe_comp_max_num), U32(cqe_comp_formats), U32(qp_rate_limit_min), U32(qp_rate_limit_max),
+	U32(pp_supported_qpts), U32(sm_lid), U32(lmc), U32(max_vl_num), U32(sm_sl), U32(subnet_timeout),
+	U32(phys_state), U32(active_width), U32(active_speed), U32(bad_pkey_cntr), U32(qkey_viol_cntr),
 	U32(vendor_id), U32(vendor_part_id), U32(hw_ver), U32(max_qp), U32(max_qp_wr),
 	U32(device_cap_flags), U32(max_sge), U32(max_sge_rd), U32(max_cq), U32(max_cqe),
 	U32(max_mr), U32(max_pd), U32(max_qp_rd_atom), U32(max_qp_init_rd_atom), U32(atomic_cap),
@@ -49,6 +60,23 @@ int load_device(const char *path, struct dev *d)
 			*hash = 0;
 		if (sscanf(line, "%63s %255s", key, val) != 2)
 			continue;
+		// gidN: entry N of port 1's GID table, eight groups of four
+		// hex digits as sysfs has them.
+		if (strncmp(key, "gid", 3) == 0 && key[3] >= '0' && key[3] <= '9') {
+			char *end;
+			unsigned long n = strtoul(key + 3, &end, 10);
+			unsigned g[8];
+			char tail;
+			if (*end || n >= MAX_GIDS || strlen(val) != 39 ||
+			    sscanf(val, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x%c", &g[0], &g[1], &g[2], &g[3], &g[4],
+				   &g[5], &g[6], &g[7], &tail) != 8) {
+				fprintf(stderr, "%s:%d: bad GID %s %s\n", path, lineno, key, val);
+				fclose(f);
+				return -1;
+			}
+			memcpy(d->gids[n], val, 40); // 39 characters and the NUL
+			continue;
+		}
 		size_t i;
 		for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 			if (strcmp(fields[i].key, key) == 0)
@@ -110,8 +138,8 @@ void fake_query_device(const struct dev *d, struct ib_uverbs_ex_query_device_res
 	b->fw_ver = d->fw_ver;
 	b->node_guid = htobe64(d->node_guid);
 	b->sys_image_guid = htobe64(d->sys_image_guid);
-	b->max_mr_size = ~0ULL;
-	b->page_size_cap = 0xfffffffffffff000ULL;
+	b->max_mr_size = d->max_mr_size;
+	b->page_size_cap = d->page_size_cap;
 	b->vendor_id = d->vendor_id;
 	b->vendor_part_id = d->vendor_part_id;
 	b->hw_ver = d->hw_ver;
@@ -134,7 +162,42 @@ void fake_query_device(const struct dev *d, struct ib_uverbs_ex_query_device_res
 	b->max_pkeys = d->max_pkeys;
 	b->local_ca_ack_delay = d->local_ca_ack_delay;
 	b->phys_port_cnt = 1;
+	b->max_mw = d->max_mw;
+	b->max_mcast_grp = d->max_mcast_grp;
+	b->max_mcast_qp_attach = d->max_mcast_qp_attach;
+	b->max_total_mcast_qp_attach = d->max_total_mcast_qp_attach;
+	b->max_ah = d->max_ah;
+	core->odp_caps.general_caps = d->odp_general_caps;
+	core->odp_caps.per_transport_caps.rc_odp_caps = d->rc_odp_caps;
+	core->odp_caps.per_transport_caps.uc_odp_caps = d->uc_odp_caps;
+	core->odp_caps.per_transport_caps.ud_odp_caps = d->ud_odp_caps;
+	core->xrc_odp_caps = d->xrc_odp_caps;
+	core->timestamp_mask = d->timestamp_mask;
+	core->hca_core_clock = d->hca_core_clock;
+	core->device_cap_flags_ex = d->device_cap_flags_ex;
+	core->rss_caps.supported_qpts = d->rss_supported_qpts;
+	core->rss_caps.max_rwq_indirection_tables = d->max_rwq_indirection_tables;
+	core->rss_caps.max_rwq_indirection_table_size = d->max_rwq_indirection_table_size;
+	core->max_wq_type_rq = d->max_wq_type_rq;
+	core->raw_packet_caps = d->raw_packet_caps;
+	core->tm_caps.max_rndv_hdr_size = d->tm_max_rndv_hdr_size;
+	core->tm_caps.max_num_tags = d->tm_max_num_tags;
+	core->tm_caps.flags = d->tm_flags;
+	core->tm_caps.max_ops = d->tm_max_ops;
+	core->tm_caps.max_sge = d->tm_max_sge;
+	core->cq_moderation_caps.max_cq_moderation_count = d->max_cq_moderation_count;
+	core->cq_moderation_caps.max_cq_moderation_period = d->max_cq_moderation_period;
+	core->max_dm_size = d->max_dm_size;
 	r->response_length = sizeof(*r);
+	r->tso_caps.max_tso = d->max_tso;
+	r->tso_caps.supported_qpts = d->tso_supported_qpts;
+	r->rss_caps.rx_hash_fields_mask = d->rx_hash_fields_mask;
+	r->rss_caps.rx_hash_function = d->rx_hash_function;
+	r->cqe_comp_caps.max_num = d->cqe_comp_max_num;
+	r->cqe_comp_caps.supported_format = d->cqe_comp_formats;
+	r->packet_pacing_caps.qp_rate_limit_min = d->qp_rate_limit_min;
+	r->packet_pacing_caps.qp_rate_limit_max = d->qp_rate_limit_max;
+	r->packet_pacing_caps.supported_qpts = d->pp_supported_qpts;
 }
 
 void fake_query_port(const struct dev *d, struct ib_uverbs_query_port_resp *r)
@@ -149,9 +212,16 @@ void fake_query_port(const struct dev *d, struct ib_uverbs_query_port_resp *r)
 	r->active_mtu = d->active_mtu;
 	r->pkey_tbl_len = d->pkey_tbl_len;
 	r->link_layer = d->link_layer;
-	r->phys_state = 5;
-	r->active_width = 2;
-	r->active_speed = 32;
+	r->sm_lid = d->sm_lid;
+	r->lmc = d->lmc;
+	r->max_vl_num = d->max_vl_num;
+	r->sm_sl = d->sm_sl;
+	r->subnet_timeout = d->subnet_timeout;
+	r->bad_pkey_cntr = d->bad_pkey_cntr;
+	r->qkey_viol_cntr = d->qkey_viol_cntr;
+	r->phys_state = d->phys_state;
+	r->active_width = d->active_width;
+	r->active_speed = d->active_speed;
 }
 
 static void put32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }

@@ -46,6 +46,9 @@ static int devfd = -1;
 
 struct dev dev; // the device description
 static char sysdir[256];
+// FAKE_QUIET: no command trace on stdout, which is then the program's own
+// (ibv_devinfo's, which the devinfo check compares).
+static int quiet;
 
 // Regions whose bytes the trace shows.
 struct region {
@@ -127,6 +130,8 @@ static void trace_cmd(const char *name, const void *in, size_t inlen, const void
 {
 	uint8_t buf[512];
 	char s[64];
+	if (quiet)
+		return;
 	size_t n = inlen < sizeof(buf) ? inlen : sizeof(buf);
 	memcpy(buf, in, n);
 	printf("cmd %s", name);
@@ -295,11 +300,26 @@ static void make_sysfs(void)
 	wfile(rel, "%04x:%04x:%04x:%04x\n", (unsigned)(dev.node_guid >> 48) & 0xffff,
 	      (unsigned)(dev.node_guid >> 32) & 0xffff, (unsigned)(dev.node_guid >> 16) & 0xffff,
 	      (unsigned)dev.node_guid & 0xffff);
+	snprintf(rel, sizeof(rel), "class/infiniband/%s/sys_image_guid", dev.name);
+	wfile(rel, "%04x:%04x:%04x:%04x\n", (unsigned)(dev.sys_image_guid >> 48) & 0xffff,
+	      (unsigned)(dev.sys_image_guid >> 32) & 0xffff, (unsigned)(dev.sys_image_guid >> 16) & 0xffff,
+	      (unsigned)dev.sys_image_guid & 0xffff);
+	if (dev.board_id[0]) {
+		snprintf(rel, sizeof(rel), "class/infiniband/%s/board_id", dev.name);
+		wfile(rel, "%s\n", dev.board_id);
+	}
 	snprintf(rel, sizeof(rel), "class/infiniband/%s/device/modalias", dev.name);
 	wfile(rel, "%s\n", dev.modalias);
-	for (int i = 0; i < 128; i++) {
+	// The PCI driver, as sysfs links it (dangling here): goverbs' sysfs
+	// discovery learns the driver from its name.
+	char link[512];
+	snprintf(link, sizeof(link), "%s/class/infiniband/%s/device/driver", sysdir, dev.name);
+	if (symlink("../../../../bus/pci/drivers/mlx5_core", link) < 0)
+		abort();
+	// All of the table: libibverbs stops at the first missing file.
+	for (int i = 0; i < MAX_GIDS; i++) {
 		snprintf(rel, sizeof(rel), "class/infiniband/%s/ports/1/gids/%d", dev.name, i);
-		wfile(rel, "0000:0000:0000:0000:0000:0000:0000:0000\n");
+		wfile(rel, "%s\n", dev.gids[i][0] ? dev.gids[i] : "0000:0000:0000:0000:0000:0000:0000:0000");
 	}
 	setenv("SYSFS_PATH", sysdir, 1);
 	setenv("MLX5_LOCAL_CPUS", "1", 1);
@@ -334,6 +354,7 @@ __attribute__((constructor)) static void init(void)
 		fprintf(stderr, "fake: FAKE_DEVICE: cannot load device description\n");
 		exit(2);
 	}
+	quiet = getenv("FAKE_QUIET") != NULL;
 	// A child (a shell) inherits LD_PRELOAD but is no driver: stay out.
 	if (getenv("SYSFS_PATH") && strstr(getenv("SYSFS_PATH"), "/mlx5fake."))
 		return;
