@@ -68,6 +68,10 @@ type AH struct {
 // CreateAH creates an address handle in the PD. On RoCE the kernel
 // resolves the peer's MAC address from attr.GRH.DGID.
 //
+// On an mlx5 InfiniBand port the address handle is built in user space
+// (no command; Handle 0), as libmlx5 builds it; on an mlx5 RoCE port it
+// is a kernel object, and the kernel's resolved MAC goes into it.
+//
 // A device whose kernel driver creates no address handles for user space
 // (vmw_pvrdma: rdma-core builds them in its provider) gets one built in
 // user space, as rdma-core's provider builds it: it needs a GRH on an
@@ -87,15 +91,19 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 	}
 	c := pd.ctx
 	req := uverbs.CreateAh{Pd_handle: pd.handle, Attr: attr.abi()}
-	if u, ok := c.k.Provider.(provider.UserAHs); ok {
+	u, user := c.k.Provider.(provider.UserAHs)
+	k, kernel := c.k.Provider.(provider.KernelAHs)
+	if ib, ok := u.(provider.UserAHsOnIB); user && (!kernel || ok && ib.OnIB(attr.Port)) {
 		return pd.createUserAH(u, attr, &req.Attr)
 	}
-	k, ok := c.k.Provider.(provider.KernelAHs)
-	if !ok {
+	if !kernel {
 		return nil, fmt.Errorf("verbs: create AH: the provider of %s has no address handles: %w", c.dev.Name, unix.EOPNOTSUPP)
 	}
 	var resp uverbs.CreateAhResp
-	prov := k.NewAH(&req.Attr)
+	prov, err := k.NewAH(&req.Attr)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: create AH: %w", err)
+	}
 	var r uverbs.Ioctl
 	r.InitInvokeWrite("CREATE_AH", uverbs.IB_USER_VERBS_CMD_CREATE_AH, c.driver())
 	r.In(uverbs.UVERBS_ATTR_CORE_IN, unsafe.Pointer(&req), unsafe.Sizeof(req))
@@ -105,6 +113,12 @@ func (pd *PD) CreateAH(attr *AHAttr) (*AH, error) {
 		return nil, err
 	}
 	ah := &AH{pd: pd, handle: resp.Handle, prov: prov}
+	if s, ok := prov.(provider.AHStarter); ok {
+		if err := s.Start(); err != nil {
+			ah.destroy()
+			return nil, fmt.Errorf("verbs: create AH: %w", err)
+		}
+	}
 	t, err := c.track(kobj.KindAH, ah)
 	if err != nil {
 		ah.destroy()

@@ -40,6 +40,7 @@
 //     queues at the offsets given there (rxe, siw), or takes over the
 //     memory it handed over in UHW_IN. It returns the data-path objects
 //     (QPInfo, SRQInfo) and the capacities the generic object reports.
+//     An AH that reads its response implements [AHStarter].
 //  4. The data path (below).
 //  5. Release, once the kernel object is destroyed, and also when the
 //     command or Start failed: unmap what Start mapped, free what New
@@ -480,12 +481,26 @@ type AH interface {
 // KernelAHs is a Context whose address handles are kernel objects, made
 // by CREATE_AH (rxe: the kernel's AH number goes into each UD work
 // request; siw: the kernel refuses the command, and says so). A Context
-// is a KernelAHs or a [UserAHs]; verbs refuses address handles
-// (unix.EOPNOTSUPP) on one that is neither.
+// is a KernelAHs or a [UserAHs], or both when it is a [UserAHsOnIB]: then
+// its address handles on InfiniBand ports are built in user space and
+// those on other ports are kernel objects (mlx5 on RoCE). verbs refuses
+// address handles (unix.EOPNOTSUPP) on a Context that is neither.
 type KernelAHs interface {
 	// NewAH prepares an address handle for attr, the attributes
-	// CREATE_AH sends.
-	NewAH(attr *uverbs.AhAttr) AH
+	// CREATE_AH sends. An error (attributes the provider refuses, as its
+	// rdma-core counterpart refuses them before the command) fails the
+	// creation; no command is issued.
+	NewAH(attr *uverbs.AhAttr) (AH, error)
+}
+
+// AHStarter is implemented by a kernel-made AH that reads CREATE_AH's
+// response: verbs calls Start once the command succeeded (its UHW_OUT is
+// filled) and before the AH is used; an error destroys the AH again (mlx5
+// on RoCE copies the destination MAC the kernel resolved into its address
+// vector here). AHs that need nothing of the response (rxe reads its AH
+// number at each post, siw has none) do not implement it.
+type AHStarter interface {
+	Start() error
 }
 
 // UserAHsOnIB is a UserAHs whose address handles also serve InfiniBand

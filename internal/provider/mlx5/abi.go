@@ -49,6 +49,18 @@ type allocUcontextResp struct {
 // allocPDResp is struct mlx5_ib_alloc_pd_resp.
 type allocPDResp struct{ PDN uint32 }
 
+// createAHResp is struct mlx5_ib_create_ah_resp: on a RoCE port the
+// kernel writes the destination MAC it resolved for the AH.
+type createAHResp struct {
+	ResponseLength uint32
+	DMAC           [6]byte
+	_              [6]byte
+}
+
+// cmdsSuppUHWCreateAH is MLX5_USER_CMDS_SUPP_UHW_CREATE_AH in the
+// context's cmds_supp_uhw: CREATE_AH answers with createAHResp.
+const cmdsSuppUHWCreateAH = 1 << 1
+
 // queryDeviceResp is struct mlx5_ib_query_device_resp, EX_QUERY_DEVICE's
 // driver response (tso, rss, CQE compression, packet pacing, ... caps).
 // The context asks for it once and does not use it yet; QueryDevice reads

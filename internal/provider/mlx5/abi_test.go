@@ -21,6 +21,7 @@ func TestABILayout(t *testing.T) {
 		{"mlx5_ib_create_cq_resp", unsafe.Sizeof(createCQResp{}), 8},
 		{"mlx5_ib_create_qp", unsafe.Sizeof(createQP{}), 56},
 		{"mlx5_ib_create_qp_resp", unsafe.Sizeof(createQPResp{}), 40},
+		{"mlx5_ib_create_ah_resp", unsafe.Sizeof(createAHResp{}), 16},
 	}
 	for _, s := range sizes {
 		if s.got != s.want {
@@ -47,6 +48,7 @@ func TestABILayout(t *testing.T) {
 		{"create_qp.ece_options", unsafe.Offsetof(createQP{}.ECEOptions), 48},
 		{"create_qp_resp.comp_mask", unsafe.Offsetof(createQPResp{}.CompMask), 8},
 		{"create_qp_resp.tir_icm_addr", unsafe.Offsetof(createQPResp{}.TIRICMAddr), 32},
+		{"create_ah_resp.dmac", unsafe.Offsetof(createAHResp{}.DMAC), 4},
 	}
 	for _, o := range offsets {
 		if o.got != o.want {

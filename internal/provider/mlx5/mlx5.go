@@ -12,8 +12,9 @@
 // removal of a destroyed or reset QP's completions), RC, UC and UD QPs
 // (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA WRITE (with immediate), RDMA
 // READ, atomics, inline data, fences, solicited events), their receive
-// queues, SRQs, and address handles on InfiniBand ports. Not yet:
-// address handles on RoCE ports, 128-byte CQEs.
+// queues, SRQs, and address handles: built in user space on InfiniBand
+// ports, made by CREATE_AH on RoCE ports (the kernel answers the
+// destination MAC). Not yet: 128-byte CQEs.
 //
 // Its sizes, driver data and queue bytes are those of libmlx5: the
 // differential tests in ./difftest run scenarios through libibverbs +
@@ -42,9 +43,9 @@ var Provider = provider.Provider{Driver: uverbs.RDMA_DRIVER_MLX5, Open: open}
 var (
 	errQueueSize = errors.New("mlx5: unsupported queue size")
 	errDevice    = errors.New("mlx5: the kernel's answer cannot be used")
-	// ErrNotYet is returned for what the provider does not carry yet
-	// (address handles on RoCE ports, a kernel that allocates UARs
-	// dynamically).
+	// ErrNotYet is returned for what the provider does not carry yet (a
+	// kernel that allocates UARs dynamically, RoCE address handles on a
+	// kernel that does not answer CREATE_AH with the MAC).
 	ErrNotYet = errors.New("mlx5: not supported by goverbs' mlx5 provider yet")
 )
 

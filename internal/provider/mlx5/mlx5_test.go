@@ -290,3 +290,31 @@ func TestGetContextAsksStaticUARs(t *testing.T) {
 		t.Errorf("Start with tot_bfregs 0: %v, want ErrNotYet", err)
 	}
 }
+
+// The UDP source port of a RoCE v2 address vector: the flow label folded
+// into 14 bits above 0xc000 (values from ibv_flow_label_to_udp_sport), or
+// without a flow label a random port, always in RoCE's range.
+func TestUDPSport(t *testing.T) {
+	for _, tc := range []struct {
+		fl   uint32
+		want uint16
+	}{
+		{1, 0xc001}, {0x3fff, 0xffff}, {0x4000, 0xc001}, {0xabcde, 0xfcf4}, {0xfffff, 0xffc0},
+		{0x1fffff, 0xffc0}, // bits above the 20-bit flow label are ignored
+	} {
+		if got := udpSport(tc.fl); got != tc.want {
+			t.Errorf("udpSport(%#x) = %#x, want %#x", tc.fl, got, tc.want)
+		}
+	}
+	seen := map[uint16]bool{}
+	for range 1000 {
+		p := udpSport(0)
+		if p < roceUDPPortMin {
+			t.Fatalf("udpSport(0) = %#x, below %#x", p, roceUDPPortMin)
+		}
+		seen[p] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("udpSport(0) gave one port in 1000 draws: %v", seen)
+	}
+}

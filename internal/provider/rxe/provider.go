@@ -312,7 +312,7 @@ type addressHandle struct {
 	resp uverbs.RxeCreateAhResp
 }
 
-func (*ucontext) NewAH(*uverbs.AhAttr) provider.AH { return new(addressHandle) }
+func (*ucontext) NewAH(*uverbs.AhAttr) (provider.AH, error) { return new(addressHandle), nil }
 
 func (a *addressHandle) Udata() provider.Udata { return provider.Udata{Out: provider.Bytes(&a.resp)} }
 

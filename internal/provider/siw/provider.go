@@ -172,8 +172,8 @@ func (s *srq) Release() error {
 // connected only; the kernel refuses CREATE_AH).
 type noAH struct{}
 
-func (*ucontext) NewAH(*uverbs.AhAttr) provider.AH { return noAH{} }
-func (noAH) Udata() provider.Udata                 { return provider.Udata{} }
+func (*ucontext) NewAH(*uverbs.AhAttr) (provider.AH, error) { return noAH{}, nil }
+func (noAH) Udata() provider.Udata                          { return provider.Udata{} }
 
 var (
 	_ provider.Context   = (*ucontext)(nil)

@@ -1,11 +1,18 @@
 package difftest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/internal/provider/mlx5"
+	"github.com/goverbs/goverbs/internal/uverbshook"
+	"github.com/goverbs/goverbs/verbs"
 )
 
 // A kernel whose answers the provider cannot use (the fake device with
@@ -55,6 +62,70 @@ func TestBadAnswers(t *testing.T) {
 			}
 			if strings.Contains(out, "panic") {
 				t.Errorf("trace:\n%s", out)
+			}
+		})
+	}
+}
+
+// Address handles on a RoCE port that the provider or the kernel refuses
+// fail with an error that says why (in the error chain: unix.EINVAL
+// without a GRH, before any command; the kernel's unix.ENODATA for an
+// unused source GID; mlx5.ErrNotYet when the kernel does not answer
+// CREATE_AH with the MAC), and one that works has a kernel handle.
+func TestRoCEAHErrors(t *testing.T) {
+	dev, err := loadDevice("testdata/device.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dgid := verbs.GID{0xfe, 0x80, 8: 0x0e, 9: 0x42, 10: 0xa1, 11: 0xff, 12: 0xfe, 13: 0xa1, 14: 0xb2, 15: 0xc4}
+	for _, tc := range []struct {
+		name string
+		supp uint32 // cmds_supp_uhw
+		attr verbs.AHAttr
+		want error // nil: the AH is made
+	}{
+		{"no GRH", 3, verbs.AHAttr{Port: 1, DLID: 5}, unix.EINVAL},
+		{"unused source GID", 3, verbs.AHAttr{Port: 1, IsGlobal: true, GRH: verbs.GlobalRoute{DGID: dgid, SGIDIndex: 9}}, unix.ENODATA},
+		{"no MAC from the kernel", 1, verbs.AHAttr{Port: 1, IsGlobal: true, GRH: verbs.GlobalRoute{DGID: dgid, SGIDIndex: 1}}, mlx5.ErrNotYet},
+		{"good", 3, verbs.AHAttr{Port: 1, IsGlobal: true, GRH: verbs.GlobalRoute{DGID: dgid, SGIDIndex: 1, FlowLabel: 1}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := *dev
+			d.CmdsSuppUHW = tc.supp
+			var out strings.Builder
+			k := newFakeKernel(&d, &out)
+			k.roce = true
+			restore := uverbshook.Install(k)
+			defer restore()
+			defer k.close()
+			ctx, err := verbs.OpenDevice(verbs.Device{Name: d.Name, Driver: verbs.DriverMLX5, Path: "/dev/infiniband/uverbs0", Ports: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ctx.Close()
+			pd, err := ctx.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pd.Close()
+			ah, err := pd.CreateAH(&tc.attr)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ah.Handle() == 0 {
+					t.Errorf("a RoCE AH without a kernel handle")
+				}
+				if err := ah.Close(); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("CreateAH = %v, want %v in the chain", err, tc.want)
+			}
+			if tc.want == unix.EINVAL && strings.Contains(out.String(), "CREATE_AH") {
+				t.Errorf("a command for an AH refused before it:\n%s", out.String())
 			}
 		})
 	}

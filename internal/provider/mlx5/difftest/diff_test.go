@@ -300,7 +300,10 @@ var sendOps = map[string]verbs.WROpcode{
 func (g *goDriver) run(tok []string) error {
 	n := len(tok)
 	switch c := tok[0]; {
-	case c == "open":
+	case c == "open" && (n == 1 || n == 2 && tok[1] == "roce"):
+		g.k.mu.Lock()
+		g.k.roce = n == 2 // port 1 is a RoCE port
+		g.k.mu.Unlock()
 		dev := verbs.Device{Name: g.k.dev.Name, Driver: verbs.DriverMLX5, Path: "/dev/infiniband/uverbs0", Ports: 1}
 		ctx, err := verbs.OpenDevice(dev)
 		if err != nil {
@@ -432,7 +435,7 @@ func (g *goDriver) run(tok []string) error {
 		}
 		ah, err := pd.CreateAH(&a)
 		if err != nil {
-			g.printf("ah = %v\n", err)
+			g.printf("ah = %d\n", errnoOf(err, false))
 			return nil
 		}
 		g.objs[tok[1]] = ah

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -54,6 +55,10 @@ type device struct {
 	SMLID, LMC, MaxVLNum, SMSL, SubnetTimeout                      uint32
 	PhysState, ActiveWidth, ActiveSpeed, BadPkeyCntr, QkeyViolCntr uint32
 	GIDs                                                           [maxGIDs][16]byte // gidN; zero: none
+	// port 1 as a RoCE port ("open roce")
+	RoCEPortCapFlags, RoCEGIDV2            uint32
+	RoCENeighMAC                           uint64
+	RoCEGID0, RoCEGID1, RoCEGID2, RoCEGID3 string
 }
 
 // maxGIDs is the length of port 1's GID table in sysfs (c/fake.h's
@@ -96,6 +101,8 @@ var deviceKeys = map[string]string{
 	"lmc": "LMC", "max_vl_num": "MaxVLNum", "sm_sl": "SMSL", "subnet_timeout": "SubnetTimeout",
 	"phys_state": "PhysState", "active_width": "ActiveWidth", "active_speed": "ActiveSpeed",
 	"bad_pkey_cntr": "BadPkeyCntr", "qkey_viol_cntr": "QkeyViolCntr",
+	"roce_port_cap_flags": "RoCEPortCapFlags", "roce_gid_v2": "RoCEGIDV2", "roce_neigh_mac": "RoCENeighMAC",
+	"roce_gid0": "RoCEGID0", "roce_gid1": "RoCEGID1", "roce_gid2": "RoCEGID2", "roce_gid3": "RoCEGID3",
 }
 
 // parseGID parses a GID as sysfs writes it: eight groups of four hex
@@ -198,6 +205,7 @@ type fakeKernel struct {
 	dev   *device
 	out   *strings.Builder
 	sysfs string // the sysfs tree makeSysfs wrote, or ""
+	roce  bool   // port 1 is a RoCE port ("open roce")
 
 	mu      sync.Mutex
 	fds     map[int]bool
@@ -641,6 +649,9 @@ func (k *fakeKernel) Ioctl(raw int, req unsafe.Pointer) unix.Errno {
 		l.Sm_lid, l.Lmc, l.Max_vl_num, l.Sm_sl = uint16(d.SMLID), uint8(d.LMC), uint8(d.MaxVLNum), uint8(d.SMSL)
 		l.Subnet_timeout, l.Bad_pkey_cntr, l.Qkey_viol_cntr = uint8(d.SubnetTimeout), d.BadPkeyCntr, d.QkeyViolCntr
 		l.Phys_state, l.Active_width, l.Active_speed = uint8(d.PhysState), uint8(d.ActiveWidth), uint8(d.ActiveSpeed)
+		if k.roce {
+			k.rocePort(l)
+		}
 		port := r.in(uverbs.UVERBS_ATTR_QUERY_PORT_PORT_NUM)
 		if len(port) < 1 || port[0] != 1 {
 			return unix.EINVAL
@@ -676,6 +687,11 @@ func (k *fakeKernel) Ioctl(raw int, req unsafe.Pointer) unix.Errno {
 		return 0
 	case hdr.Object_id == uverbs.UVERBS_OBJECT_MR && hdr.Method_id == uverbs.UVERBS_METHOD_MR_DESTROY:
 		k.traceCmd("DEREG_MR", uhwIn, nil, nil, "")
+		return 0
+	case hdr.Object_id == uverbs.UVERBS_OBJECT_DEVICE && hdr.Method_id == uverbs.UVERBS_METHOD_QUERY_GID_ENTRY:
+		return k.queryGID(r)
+	case hdr.Object_id == uverbs.UVERBS_OBJECT_AH && hdr.Method_id == uverbs.UVERBS_METHOD_AH_DESTROY:
+		k.traceCmd("DESTROY_AH", uhwIn, nil, nil, "")
 		return 0
 	case hdr.Object_id == uverbs.UVERBS_OBJECT_PD && hdr.Method_id == uverbs.UVERBS_METHOD_PD_DESTROY:
 		k.traceCmd("DEALLOC_PD", uhwIn, nil, nil, "")
@@ -829,6 +845,8 @@ func (k *fakeKernel) invokeWrite(cmd uint32, r attrs, uhwIn []byte) unix.Errno {
 		return 0
 	case uverbs.IB_USER_VERBS_CMD_RESIZE_CQ:
 		return k.resizeCQ(r, core, uhwIn)
+	case uverbs.IB_USER_VERBS_CMD_CREATE_AH:
+		return k.createAH(r, core, uhwIn)
 	case uverbs.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL:
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -1001,5 +1019,101 @@ func (k *fakeKernel) createQP(r attrs, uhwIn []byte) unix.Errno {
 	c := func(i int) uint32 { return le.Uint32(capIn[4*i:]) }
 	extra := fmt.Sprintf("qp=%d type=%d cap=%d,%d,%d,%d,%d", n, typ[0], c(0), c(1), c(2), c(3), c(4))
 	k.traceCmd("CREATE_QP", uhwIn, drv[:], []int{0, 8, 40}, extra)
+	return 0
+}
+
+// rocePort is c/device.c's fake_roce_port: QUERY_PORT's answer for port 1
+// as a RoCE port.
+func (k *fakeKernel) rocePort(l *uverbs.QueryPortResp) {
+	l.Link_layer, l.Lid, l.Port_cap_flags = 2, 0, k.dev.RoCEPortCapFlags
+}
+
+// roceGID is c/device.c's fake_roce_gid: GID index of the RoCE port and
+// 1 for a RoCE v2 GID, 0 for v1, -1 for an empty entry.
+func (k *fakeKernel) roceGID(index uint32) (gid [16]byte, v2 int) {
+	s := [...]string{k.dev.RoCEGID0, k.dev.RoCEGID1, k.dev.RoCEGID2, k.dev.RoCEGID3}
+	if index >= uint32(len(s)) {
+		return gid, -1
+	}
+	a, err := netip.ParseAddr(s[index])
+	if err != nil || !a.Is6() || a.IsUnspecified() {
+		return gid, -1
+	}
+	return a.As16(), int(k.dev.RoCEGIDV2>>index) & 1
+}
+
+// roceDMAC is c/device.c's fake_roce_dmac: the MAC a kernel resolves for
+// the destination GID g (see device.txt).
+func (k *fakeKernel) roceDMAC(g []byte) (mac [6]byte) {
+	v4mapped := [12]byte{10: 0xff, 11: 0xff}
+	switch {
+	case g[0] == 0xfe && g[1]&0xc0 == 0x80:
+		mac = [6]byte{g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]}
+	case g[0] == 0xff:
+		mac = [6]byte{0x33, 0x33, g[12], g[13], g[14], g[15]}
+	case [12]byte(g[:12]) == v4mapped && g[12]&0xf0 == 0xe0:
+		mac = [6]byte{0x01, 0x00, 0x5e, g[13] & 0x7f, g[14], g[15]}
+	default:
+		for i := range 5 {
+			mac[i] = byte(k.dev.RoCENeighMAC >> (40 - 8*i))
+		}
+		mac[5] = g[15]
+	}
+	return mac
+}
+
+// queryGID answers QUERY_GID_ENTRY (c/fake.c traces libibverbs' read of
+// the GID type from sysfs as this command). An empty entry is ENODATA.
+func (k *fakeKernel) queryGID(r attrs) unix.Errno {
+	num := func(b []byte) uint32 {
+		var v [8]byte
+		copy(v[:], b)
+		return uint32(binary.NativeEndian.Uint64(v[:]))
+	}
+	port := num(r.in(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_PORT))
+	index := num(r.in(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX))
+	k.printf("cmd QUERY_GID_ENTRY port=%d index=%d in= out=\n", port, index)
+	gid, v2 := k.roceGID(index)
+	if !k.roce || port != 1 || v2 < 0 {
+		return unix.ENODATA
+	}
+	e := uverbs.GidEntry{Gid_index: index, Port_num: port, Gid_type: uverbs.IB_UVERBS_GID_TYPE_ROCE_V1}
+	if v2 == 1 {
+		e.Gid_type = uverbs.IB_UVERBS_GID_TYPE_ROCE_V2
+	}
+	copy(bytesOf(&e.Gid), gid[:])
+	r.out(uverbs.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, bytesOf(&e))
+	return 0
+}
+
+// createAH is c/fake.c's create_ah: mlx5_ib_create_ah's answer. core is
+// struct ib_uverbs_create_ah, its attributes at offset 24.
+func (k *fakeKernel) createAH(r attrs, core, uhwIn []byte) unix.Errno {
+	if len(core) < 56 {
+		return unix.EINVAL
+	}
+	attr := core[24:56]
+	var resp [16]byte // struct mlx5_ib_create_ah_resp
+	n := 0
+	if k.roce {
+		if attr[29] == 0 { // is_global
+			return unix.EINVAL
+		}
+		if _, v2 := k.roceGID(uint32(attr[20])); v2 < 0 {
+			return unix.ENODATA
+		}
+		if r.outLen(uverbs.UVERBS_ATTR_UHW_OUT) < 10 {
+			return unix.EINVAL
+		}
+		n = 10 // offsetofend(struct mlx5_ib_create_ah_resp, dmac)
+		binary.NativeEndian.PutUint32(resp[0:], uint32(n))
+		mac := k.roceDMAC(attr[:16])
+		copy(resp[4:], mac[:])
+	}
+	var h [4]byte
+	binary.NativeEndian.PutUint32(h[:], k.newHandle(""))
+	r.out(uverbs.UVERBS_ATTR_CORE_OUT, h[:])
+	r.out(uverbs.UVERBS_ATTR_UHW_OUT, resp[:n])
+	k.traceCmd("CREATE_AH", uhwIn, resp[:], nil, fmt.Sprintf("attr=%x", attr))
 	return 0
 }

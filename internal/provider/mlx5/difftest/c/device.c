@@ -1,6 +1,7 @@
 // device.c: the device description file and what the fake kernel answers
 // from it. The Go fake (../fake_test.go) reads the same file.
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <endian.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -42,6 +43,8 @@ static const struct field fields[] = {
 	U32(port_state), U32(max_mtu), U32(active_mtu), U32(gid_tbl_len), U32(pkey_tbl_len),
 	U32(lid), U32(port_cap_flags), U32(max_msg_sz), U32(pdn_base), U32(cqn_base),
 	U32(qpn_base), U32(mkey_base), U32(first_bfreg), U32(srqn_base),
+	U32(roce_port_cap_flags), U32(roce_gid_v2), U64(roce_neigh_mac),
+	STR(roce_gid0), STR(roce_gid1), STR(roce_gid2), STR(roce_gid3),
 };
 
 int load_device(const char *path, struct dev *d)
@@ -310,4 +313,52 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx)
 	}
 	cqe[63] = op << 4 | (opbits & 0xe);
 	return 0;
+}
+
+// fake_roce_port is QUERY_PORT's answer for port 1 as a RoCE port.
+void fake_roce_port(const struct dev *d, struct ib_uverbs_query_port_resp *r)
+{
+	fake_query_port(d, r);
+	r->link_layer = 2; // IBV_LINK_LAYER_ETHERNET
+	r->lid = 0;
+	r->port_cap_flags = d->roce_port_cap_flags;
+}
+
+// fake_roce_gid writes GID index of the RoCE port into gid and returns
+// 1 for a RoCE v2 GID, 0 for v1, -1 for an empty entry.
+int fake_roce_gid(const struct dev *d, unsigned index, uint8_t gid[16])
+{
+	const char *s[ROCE_GIDS] = {d->roce_gid0, d->roce_gid1, d->roce_gid2, d->roce_gid3};
+	static const uint8_t zero[16];
+	memset(gid, 0, 16);
+	if (index >= ROCE_GIDS || !s[index][0] || inet_pton(AF_INET6, s[index], gid) != 1 ||
+	    memcmp(gid, zero, 16) == 0)
+		return -1;
+	return (d->roce_gid_v2 >> index) & 1;
+}
+
+// fake_roce_dmac is the MAC a kernel resolves for the destination GID
+// (see device.txt).
+void fake_roce_dmac(const struct dev *d, const uint8_t g[16], uint8_t mac[6])
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (g[0] == 0xfe && (g[1] & 0xc0) == 0x80) {
+		mac[0] = g[8] ^ 2;
+		memcpy(mac + 1, g + 9, 2);
+		memcpy(mac + 3, g + 13, 3);
+	} else if (g[0] == 0xff) {
+		mac[0] = mac[1] = 0x33;
+		memcpy(mac + 2, g + 12, 4);
+	} else if (memcmp(g, v4mapped, 12) == 0 && (g[12] & 0xf0) == 0xe0) {
+		mac[0] = 0x01;
+		mac[1] = 0x00;
+		mac[2] = 0x5e;
+		mac[3] = g[13] & 0x7f;
+		mac[4] = g[14];
+		mac[5] = g[15];
+	} else {
+		for (int i = 0; i < 5; i++)
+			mac[i] = d->roce_neigh_mac >> (40 - 8 * i);
+		mac[5] = g[15];
+	}
 }

@@ -343,6 +343,13 @@ static void run_line(char **tok, int n, char *orig)
 	const char *v;
 	if (!strcmp(c, "open")) {
 		int num_devices;
+		if (n == 2 && !strcmp(tok[1], "roce")) {
+			// port 1 is a RoCE port (the fake's fk_roce)
+			int (*roce)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "fk_roce");
+			if (!roce || roce() < 0)
+				die("open roce: no fk_roce in the fake%s", "");
+		} else if (n != 1)
+			die("open takes roce or nothing%s", "");
 		struct ibv_device **list = ibv_get_device_list(&num_devices);
 		if (!list || num_devices < 1)
 			die("no device%s", "");

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,6 +364,58 @@ __attribute__((constructor)) static void init(void)
 	atexit(cleanup_sysfs);
 }
 
+// ---- port 1 as a RoCE port ----
+
+static int roce;         // "open roce": QUERY_PORT says Ethernet, CREATE_AH answers a MAC
+static int gid_fallback; // a GID type was read from sysfs as v1 (see openat)
+
+// fk_roce makes port 1 a RoCE port before the device is opened: its GID
+// table and GID types in sysfs (where libibverbs reads them when the
+// kernel refuses ioctls), QUERY_PORT's link layer and CREATE_AH's MAC.
+int fk_roce(void)
+{
+	char rel[256];
+	roce = 1;
+	for (unsigned i = 0; i < 128; i++) {
+		uint8_t g[16];
+		int v2 = fake_roce_gid(&dev, i, g);
+		snprintf(rel, sizeof(rel), "class/infiniband/%s/ports/1/gids/%u", dev.name, i);
+		wfile(rel, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", g[0], g[1], g[2],
+		      g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]);
+		snprintf(rel, sizeof(rel), "class/infiniband/%s/ports/1/gid_attrs/types/%u", dev.name, i);
+		wfile(rel, "%s\n", v2 == 1 ? "RoCE v2" : "IB/RoCE v1");
+	}
+	return 0;
+}
+
+// openat: libibverbs reads a GID's type from sysfs (ibv_query_gid_type,
+// as libmlx5's create_ah asks) where a kernel that takes ioctls answers
+// QUERY_GID_ENTRY; the trace shows it as that command. For a v1 type
+// libibverbs then asks QUERY_PORT for the link layer, which the ioctl
+// carries: that QUERY_PORT is left out of the trace.
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	static int (*real_openat)(int, const char *, int, ...);
+	if (!real_openat)
+		real_openat = dlsym(RTLD_NEXT, "openat");
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = va_arg(ap, int);
+	va_end(ap);
+	const char *t = strstr(path, "gid_attrs/types/");
+	const char *p = strstr(path, "ports/");
+	if (roce && t && p) {
+		unsigned port = atoi(p + 6), index = atoi(t + 16);
+		uint8_t g[16];
+		gid_fallback = fake_roce_gid(&dev, index, g) != 1;
+		printf("cmd QUERY_GID_ENTRY port=%u index=%u in= out=\n", port, index);
+		fflush(stdout);
+	}
+	return real_openat(dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
+
 // ---- interposed libc calls ----
 
 int socket(int domain, int type, int protocol)
@@ -481,6 +534,33 @@ static void destroy(const uint8_t *in, int ex)
 	handle_names[h][0] = 0;
 }
 
+// create_ah answers CREATE_AH (attr: its struct ib_uverbs_ah_attr) as
+// mlx5_ib_create_ah does: on a RoCE port a GRH is required, the source GID
+// must exist, and the driver response (at least up to the MAC) carries the
+// destination MAC the kernel resolved.
+static int create_ah(const uint8_t *attr, const uint8_t *drv, size_t drvlen, uint64_t resp, size_t outlen)
+{
+	char extra[128] = "attr=";
+	for (int i = 0; i < 32; i++)
+		snprintf(extra + 5 + 2 * i, 3, "%02x", attr[i]);
+	struct mlx5_ib_create_ah_resp r = {0};
+	uint32_t core = nhandle++;
+	if (roce) {
+		uint8_t g[16];
+		if (!attr[29]) // is_global
+			return fail(EINVAL);
+		if (fake_roce_gid(&dev, attr[20], g) < 0)
+			return fail(ENODATA);
+		if (outlen < 4 + offsetof(struct mlx5_ib_create_ah_resp, reserved))
+			return fail(EINVAL);
+		r.response_length = offsetof(struct mlx5_ib_create_ah_resp, reserved);
+		fake_roce_dmac(&dev, attr, r.dmac);
+	}
+	respond(resp, &core, 4, &r, r.response_length, outlen);
+	trace_cmd("CREATE_AH", drv, drvlen, &r, sizeof(r), NULL, extra);
+	return 0;
+}
+
 static const char *cmd_name(uint32_t c, int ex)
 {
 	static char buf[32];
@@ -501,6 +581,8 @@ static const char *cmd_name(uint32_t c, int ex)
 	case IB_USER_VERBS_CMD_DESTROY_QP: return "DESTROY_QP";
 	case IB_USER_VERBS_CMD_CREATE_SRQ: return "CREATE_SRQ";
 	case IB_USER_VERBS_CMD_DESTROY_SRQ: return "DESTROY_SRQ";
+	case IB_USER_VERBS_CMD_CREATE_AH: return "CREATE_AH";
+	case IB_USER_VERBS_CMD_DESTROY_AH: return "DESTROY_AH";
 	}
 	snprintf(buf, sizeof(buf), "%s%u", ex ? "EX" : "CMD", c);
 	return buf;
@@ -514,6 +596,8 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 {
 	const char *name = cmd_name(c, ex);
 	char extra[128] = "";
+	int quiet = gid_fallback; // a QUERY_PORT of libibverbs' GID type fallback
+	gid_fallback = 0;
 	(void)inlen;
 	switch (c) {
 	case IB_USER_VERBS_CMD_GET_CONTEXT: {
@@ -553,10 +637,14 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 	}
 	case IB_USER_VERBS_CMD_QUERY_PORT: {
 		struct ib_uverbs_query_port_resp core;
-		fake_query_port(&dev, &core);
+		if (roce)
+			fake_roce_port(&dev, &core);
+		else
+			fake_query_port(&dev, &core);
 		respond(resp, &core, sizeof(core), NULL, 0, outlen);
 		snprintf(extra, sizeof(extra), "port=%u", in[8]);
-		trace_cmd(name, drv, drvlen, NULL, 0, NULL, extra);
+		if (!quiet)
+			trace_cmd(name, drv, drvlen, NULL, 0, NULL, extra);
 		return 0;
 	}
 	case IB_USER_VERBS_CMD_ALLOC_PD: {
@@ -783,6 +871,11 @@ static int command(uint32_t c, int ex, const uint8_t *in, size_t inlen, const ui
 	case IB_USER_VERBS_CMD_DEALLOC_PD:
 		trace_cmd(name, drv, drvlen, NULL, 0, NULL, NULL);
 		return 0;
+	case IB_USER_VERBS_CMD_CREATE_AH:
+		return create_ah(in + 24, drv, drvlen, resp, outlen);
+	case IB_USER_VERBS_CMD_DESTROY_AH:
+		trace_cmd(name, drv, drvlen, NULL, 0, NULL, NULL);
+		return 0;
 	}
 	fprintf(stderr, "fake: command %s not answered\n", name);
 	return fail(EOPNOTSUPP);
@@ -847,6 +940,8 @@ ssize_t write(int fd, const void *buf, size_t len)
 		case IB_USER_VERBS_CMD_CREATE_QP: core = 56; coreout = 32; break;
 		case IB_USER_VERBS_CMD_MODIFY_QP: core = 112; break;
 		case IB_USER_VERBS_CMD_DESTROY_QP: core = 16; coreout = 4; break;
+		case IB_USER_VERBS_CMD_CREATE_AH: core = 56; coreout = 4; break;
+		case IB_USER_VERBS_CMD_DESTROY_AH: core = 4; break;
 		default: core = total - sizeof(*h);
 		}
 		size_t inlen = total - sizeof(*h);

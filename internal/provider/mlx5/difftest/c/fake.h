@@ -40,6 +40,10 @@ struct dev {
 	char gids[MAX_GIDS][40]; // gidN, as sysfs writes it; empty: zero
 	// numbering the fake kernel hands out
 	uint32_t pdn_base, cqn_base, qpn_base, mkey_base, first_bfreg, srqn_base;
+	// port 1 as a RoCE port ("open roce")
+	uint32_t roce_port_cap_flags, roce_gid_v2;
+	uint64_t roce_neigh_mac;
+	char roce_gid0[48], roce_gid1[48], roce_gid2[48], roce_gid3[48];
 };
 
 int load_device(const char *path, struct dev *d);
@@ -47,10 +51,15 @@ void fake_ucontext_resp(const struct dev *d, struct mlx5_ib_alloc_ucontext_resp 
 void fake_query_device(const struct dev *d, struct ib_uverbs_ex_query_device_resp *core,
 		       struct mlx5_ib_query_device_resp *r);
 void fake_query_port(const struct dev *d, struct ib_uverbs_query_port_resp *r);
+#define ROCE_GIDS 4
+void fake_roce_port(const struct dev *d, struct ib_uverbs_query_port_resp *r);
+int fake_roce_gid(const struct dev *d, unsigned index, uint8_t gid[16]);
+void fake_roce_dmac(const struct dev *d, const uint8_t dgid[16], uint8_t mac[6]);
 int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx);
 
 // Called by the driver (found with dlsym).
 void fk_dump(const char *label);
 int fk_inject(int cq, const char *spec);
 int fk_event(int cq);
+int fk_roce(void);
 #endif
