@@ -44,7 +44,7 @@ var (
 	errQueueSize = errors.New("mlx5: unsupported queue size")
 	errDevice    = errors.New("mlx5: the kernel's answer cannot be used")
 	// ErrNotYet is returned for what the provider does not carry yet (a
-	// kernel that allocates UARs dynamically, RoCE address handles on a
+	// kernel that sets up no static BlueFlame registers, RoCE address handles on a
 	// kernel that does not answer CREATE_AH with the MAC).
 	ErrNotYet = errors.New("mlx5: not supported by goverbs' mlx5 provider yet")
 )

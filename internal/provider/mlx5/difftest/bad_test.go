@@ -31,7 +31,7 @@ func TestBadAnswers(t *testing.T) {
 		key, value string
 		want       string // a regular expression the trace must match
 	}{
-		{"tot_bfregs", "0", `error line 1: open: .*UARs dynamically`},
+		{"tot_bfregs", "0", `error line 1: open: .*no static BlueFlame registers`},
 		{"tot_bfregs", "1", `error line 1: open: .*bfregs`},
 		{"cache_line_size", "48", `error line 1: open: .*cannot be used`},
 		{"cache_line_size", "0", `error line 1: open: .*cannot be used`},
