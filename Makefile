@@ -27,12 +27,13 @@ export GOVERBS_VM_TIMEOUT ?= 3000
 # Packages whose tests touch neither a device nor the kernel: the API
 # checks (internal/testutil/apicheck type-checks the whole module: 131 s
 # in a 6.12 guest under TCG), the log summarizer (hack/testsum), the
-# provider seam's layout and lock, the object table, and the tools' and
-# examples' argument and format parsers (none skips on the host). unit
-# runs them with -race on the host; the amd64 VM stages leave them out,
-# since a guest adds nothing to what they check and costs a boot each
-# (10-15 s). test-arm64 keeps them: it is their only arm64 run.
-HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/provider/mlx5|internal/provider/mlx5/difftest|internal/kobj|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
+# provider seam's layout and lock, the object table, the errno a failed
+# connect of rsocket and valkeyrdma wraps (internal/rdmaconn), and the
+# tools' and examples' argument and format parsers (none skips on the
+# host). unit runs them with -race on the host; the amd64 VM stages leave
+# them out, since a guest adds nothing to what they check and costs a
+# boot each (10-15 s). test-arm64 keeps them: it is their only arm64 run.
+HOST_ONLY_RE ?= /(internal/testutil/apicheck|hack/testsum|internal/provider|internal/provider/registry|internal/provider/mlx5|internal/provider/mlx5/difftest|internal/kobj|internal/rdmaconn|examples/rpma/internal/common|internal/tools/(cmcommon|rping|pingpong))$$
 # $(call vm-pkgs[,RE]) in a recipe: PKGS without HOST_ONLY_RE's packages
 # (and RE's).
 vm-pkgs = $$($(GO) list $(PKGS) | grep -v -E -e '$(HOST_ONLY_RE)'$(if $(1), -e '$(1)'))

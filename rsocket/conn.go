@@ -14,6 +14,7 @@ import (
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/rdmaconn"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
@@ -224,9 +225,7 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config) (_ *Conn, err error) {
 	}
 	c.bg, c.bgCancel = context.WithCancel(context.Background())
 	c.waitCtx, c.waitCancel = context.WithCancel(c.bg)
-	c.rw.init(c)
-	c.ww.init(c)
-	c.cw.init(c)
+	c.initWaiters()
 	return c, nil
 }
 
@@ -247,11 +246,8 @@ var connDataHook func(*[connDataSize]byte)
 // the addresses, watches the CM for the peer's disconnect and starts the
 // keepalive.
 func (c *Conn) start() {
-	if info, err := c.id.Query(); err == nil {
-		c.laddr, c.raddr = &Addr{info.Src}, &Addr{info.Dst}
-	} else {
-		c.laddr, c.raddr = &Addr{}, &Addr{}
-	}
+	src, dst := rdmaconn.Addrs(c.id)
+	c.laddr, c.raddr = &Addr{src}, &Addr{dst}
 	// C publishes the second half of its receive buffer with the first
 	// credit update its application's first call sends; doing it now
 	// gives the peer the whole buffer from the start (a C sender takes
@@ -275,14 +271,7 @@ func (c *Conn) start() {
 // the in-band disconnect (its process died) resets the connection.
 func (c *Conn) watchCM() {
 	defer close(c.cmDone)
-	for {
-		ev, err := c.id.Event(c.bg)
-		if err != nil {
-			return
-		}
-		if ev.Type != cm.EventDisconnected && ev.Type != cm.EventDeviceRemoval {
-			continue
-		}
+	rdmaconn.WatchDisconnect(c.bg, c.id, func(bool) {
 		c.mu.Lock()
 		if !c.freed {
 			c.progress() // an in-band disconnect that came first counts
@@ -293,7 +282,7 @@ func (c *Conn) watchCM() {
 			c.wakeAll(nil)
 		}
 		c.mu.Unlock()
-	}
+	})
 }
 
 // sendKeepalive posts rsocket's keepalive (tcp_svc_send_keepalive): a
@@ -395,14 +384,8 @@ func (c *Conn) progress() {
 // the order they were posted, so a slot is posted again only once the
 // message word in it has been read.
 func (c *Conn) repostSlots(n int) {
-	for n > 0 {
-		k := min(n, len(c.recvWRs)-c.recvNext)
-		if err := c.qp.PostRecv(c.recvWRs[c.recvNext : c.recvNext+k]); err != nil {
-			c.s.fail(err)
-			return
-		}
-		c.recvNext = (c.recvNext + k) % len(c.recvWRs)
-		n -= k
+	if err := rdmaconn.Repost(c.qp, c.recvWRs, &c.recvNext, n); err != nil {
+		c.s.fail(err)
 	}
 }
 
@@ -437,13 +420,7 @@ func (e *CompletionError) Unwrap() error {
 	if e.iwarp && (e.Status == verbs.WCWRFlushErr || e.Status == verbs.WCLocQPOpErr) {
 		return syscall.ECONNRESET
 	}
-	switch e.Status {
-	case verbs.WCRemAccessErr, verbs.WCRemOpErr, verbs.WCRemInvReqErr, verbs.WCRemAbortErr:
-		return syscall.ECONNRESET
-	case verbs.WCRetryExcErr, verbs.WCRNRRetryExcErr, verbs.WCRespTimeoutErr:
-		return syscall.ETIMEDOUT
-	}
-	return syscall.EIO
+	return rdmaconn.StatusErrno(e.Status)
 }
 
 // wrKind names what one of our work requests carried, from its wr_id.
@@ -558,7 +535,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.closing {
 			return 0, c.opError("read", net.ErrClosed)
 		}
-		if c.rw.expired() {
+		if c.rw.Expired() {
 			return 0, c.opError("read", errTimeout)
 		}
 		if len(p) == 0 {
@@ -660,7 +637,7 @@ func (c *Conn) writeOver(op string) error {
 	switch {
 	case c.closing:
 		return c.opError(op, net.ErrClosed)
-	case c.ww.expired():
+	case c.ww.Expired():
 		return c.opError(op, errTimeout)
 	}
 	return c.writeErr(op)
@@ -852,7 +829,7 @@ func (c *Conn) Close() error {
 	}
 	if c.s.state&stConnected != 0 {
 		c.s.state &^= stReadable | stWritable
-		c.cw.deadline = time.Now().Add(closeTimeout)
+		c.cw.SetDeadline(time.Now().Add(closeTimeout))
 		c.sendCtrl(&c.cw, ctrlDisconnect) // best effort: the peer may be gone
 	}
 	c.mu.Unlock()
@@ -866,46 +843,13 @@ func (c *Conn) free() error {
 	c.mu.Lock()
 	c.freed = true
 	c.mu.Unlock()
-	if c.bgCancel != nil {
-		c.bgCancel()
-	}
-	var errs []error
-	closeIt := func(x io.Closer) {
-		if x != nil {
-			if err := x.Close(); err != nil && !errors.Is(err, verbs.ErrClosed) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if c.qp != nil {
-		closeIt(c.qp)
-	}
+	var mrs []*mr.MR
 	for _, m := range c.maps {
 		if m != nil {
-			closeIt(m.mr)
+			mrs = append(mrs, m.mr)
 		}
 	}
-	if c.smr != nil {
-		closeIt(c.smr)
-	}
-	if c.tmr != nil {
-		closeIt(c.tmr)
-	}
-	if c.rmr != nil {
-		closeIt(c.rmr)
-	}
-	if c.cq != nil {
-		closeIt(c.cq)
-	}
-	if c.cch != nil {
-		closeIt(c.cch)
-	}
-	if c.pd != nil {
-		closeIt(c.pd)
-	}
-	closeIt(c.id)
-	closeIt(c.ch)
-	return errors.Join(errs...)
+	return rdmaconn.Free(c.bgCancel, c.ch, c.id, c.pd, c.cch, c.cq, c.qp, append(mrs, c.smr, c.tmr, c.rmr)...)
 }
 
 // LocalAddr returns the local address (an *Addr).
@@ -915,12 +859,7 @@ func (c *Conn) LocalAddr() net.Addr { return c.laddr }
 func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 
 // SetDeadline sets the read and write deadlines.
-func (c *Conn) SetDeadline(t time.Time) error {
-	if err := c.SetReadDeadline(t); err != nil {
-		return err
-	}
-	return c.SetWriteDeadline(t)
-}
+func (c *Conn) SetDeadline(t time.Time) error { return rdmaconn.SetDeadline(c, t) }
 
 // SetReadDeadline sets the deadline of Read calls, including one that is
 // blocked now; they then fail with an error that wraps
@@ -938,22 +877,13 @@ func (c *Conn) setDeadline(w *waiter, t time.Time) error {
 	if c.closing {
 		return c.opError("set deadline", net.ErrClosed)
 	}
-	w.deadline = t
-	if w.blocked {
-		c.wake(w)
-	}
+	w.SetDeadline(t)
+	c.wake(w)
 	return nil
 }
 
 func (c *Conn) opError(op string, err error) error {
-	var src, dst net.Addr
-	if c.laddr != nil {
-		src = c.laddr
-	}
-	if c.raddr != nil {
-		dst = c.raddr
-	}
-	return &net.OpError{Op: op, Net: "rsocket", Source: src, Addr: dst, Err: err}
+	return rdmaconn.OpError(op, "rsocket", c.laddr, c.raddr, err)
 }
 
 // errTimeout is what a deadline ends a wait with.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/conntest"
 	"github.com/goverbs/goverbs/rsocket"
 )
 
@@ -33,42 +34,23 @@ func device(t *testing.T) string {
 	return testutil.Addr(t)
 }
 
-func timeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var timeout = conntest.Timeout
 
 // listen listens on the test address; the Listener closes when the test
 // ends.
 func listen(t *testing.T, opts ...rsocket.Option) *rsocket.Listener {
 	t.Helper()
 	addr := device(t)
-	l, err := rsocket.Listen("tcp", net.JoinHostPort(addr, "0"), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
+	return conntest.Listening[*rsocket.Listener](t)(rsocket.Listen("tcp", net.JoinHostPort(addr, "0"), opts...))
 }
 
 // pipe connects two Conns, c1 the dialer and c2 the accepted one, closed
 // when the test ends.
 func pipe(t *testing.T, opts ...rsocket.Option) (c1, c2 *rsocket.Conn) {
 	t.Helper()
-	l := listen(t, opts...)
-	ctx := timeout(t, time.Minute)
-	c1, err := rsocket.Dial(ctx, "tcp", l.Addr().String(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c1.Close() })
-	c2, err = l.AcceptContext(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c2.Close() })
-	return c1, c2
+	return conntest.Pipe(t, listen(t, opts...), func(ctx context.Context, address string) (*rsocket.Conn, error) {
+		return rsocket.Dial(ctx, "tcp", address, opts...)
+	})
 }
 
 // guard fails the test and closes c if it runs longer than d: a hang
@@ -76,14 +58,7 @@ func pipe(t *testing.T, opts ...rsocket.Option) (c1, c2 *rsocket.Conn) {
 // sockets first: on iWARP they are the connection's, and bytes siw left
 // unread in one of them are its stall (docs/providers.md).
 func guard(t *testing.T, d time.Duration, cs ...net.Conn) {
-	tm := time.AfterFunc(d, func() {
-		t.Errorf("test still running after %v: closing the connections; TCP sockets then:\n%s",
-			d, testutil.TCPTable())
-		for _, c := range cs {
-			c.Close()
-		}
-	})
-	t.Cleanup(func() { tm.Stop() })
+	conntest.Guard(t, d, func() string { return "TCP sockets then:\n" + testutil.TCPTable() }, cs...)
 }
 
 func randBytes(seed uint64, n int) []byte {

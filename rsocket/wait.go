@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/rdmaconn"
 )
 
 // Blocking.
@@ -55,52 +56,35 @@ func (c *Conn) ready(cond int) bool {
 	}
 }
 
-// waiter is one kind of blocked call: Read, Write (or CloseWrite), Close.
+// waiter is one kind of blocked call: Read, Write (or CloseWrite),
+// Close. Its wake-up channel is a follower's.
 type waiter struct {
-	c        *Conn
-	wake     chan struct{} // a follower's wake-up (capacity 1)
-	deadline time.Time
-	timer    *time.Timer // fires at the deadline while blocked
-	blocked  bool
+	rdmaconn.Waiter
 }
 
-func (w *waiter) init(c *Conn) {
-	w.c = c
-	w.wake = make(chan struct{}, 1)
-	w.timer = time.AfterFunc(time.Hour, w.expire)
-	w.timer.Stop()
-}
-
-// expired reports whether w's deadline has passed (as net.Conn's calls
-// do, a call fails at once then, even if it could proceed). A deadline
-// made from time.Now (as net.Conn users make theirs) carries a monotonic
-// reading, and time.Until then reads only the monotonic clock: one vDSO
-// call where time.Now makes two.
-func (w *waiter) expired() bool {
-	return !w.deadline.IsZero() && time.Until(w.deadline) <= 0
-}
-
-// expire runs when w's deadline passes while it is blocked.
-func (w *waiter) expire() {
-	w.c.mu.Lock()
-	w.c.wake(w)
-	w.c.mu.Unlock()
+// initWaiters readies the waiters; a deadline that passes while one is
+// blocked wakes it.
+func (c *Conn) initWaiters() {
+	for _, w := range [...]*waiter{&c.rw, &c.ww, &c.cw} {
+		w.Init(func() {
+			c.mu.Lock()
+			c.wake(w)
+			c.mu.Unlock()
+		})
+	}
 }
 
 // wake makes w, if blocked, look at its condition again. The caller
 // holds c.mu.
 func (c *Conn) wake(w *waiter) {
-	if !w.blocked {
+	if !w.Blocked {
 		return
 	}
 	if c.leader == w {
 		c.kick()
 		return
 	}
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.Signal()
 }
 
 // kick ends the leader's channel wait.
@@ -113,11 +97,8 @@ func (c *Conn) kick() {
 // channel (for when completions were processed, or the leader left).
 func (c *Conn) wakeFollowers() {
 	for _, w := range [...]*waiter{&c.rw, &c.ww, &c.cw} {
-		if w.blocked && c.leader != w {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+		if w.Blocked && c.leader != w {
+			w.Signal()
 		}
 	}
 }
@@ -174,7 +155,7 @@ func (c *Conn) poll(w *waiter, cond int) bool {
 		if !tick {
 			continue
 		}
-		if w.expired() {
+		if w.Expired() {
 			return true
 		}
 		if i < next {
@@ -246,7 +227,7 @@ const clockEveryMax = 1024
 // look at their condition again and loop. The caller holds c.mu, which
 // wait releases while blocked.
 func (c *Conn) wait(w *waiter, cond int) error {
-	if w.expired() {
+	if w.Expired() {
 		return errTimeout
 	}
 	// The deadline timer is armed only for the blocking wait: poll reads
@@ -256,14 +237,9 @@ func (c *Conn) wait(w *waiter, cond int) error {
 		c.polled++
 		return nil
 	}
-	if !w.deadline.IsZero() {
-		d := time.Until(w.deadline)
-		if d <= 0 {
-			return nil // the caller finds it expired
-		}
-		w.timer.Reset(d)
+	if !w.Block() {
+		return nil // the caller finds it expired
 	}
-	w.blocked = true
 	var err error
 	if c.leader == nil {
 		// Armed here, not by cq.Wait (which arms again itself): one
@@ -283,14 +259,9 @@ func (c *Conn) wait(w *waiter, cond int) error {
 			c.wakeFollowers() // one of them may take over
 		}
 	} else {
-		c.mu.Unlock()
-		<-w.wake
-		c.mu.Lock()
+		w.Sleep(&c.mu)
 	}
-	w.blocked = false
-	if !w.deadline.IsZero() {
-		w.timer.Stop()
-	}
+	w.Unblock()
 	if err != nil {
 		c.s.fail(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/cq"
+	"github.com/goverbs/goverbs/internal/rdmaconn"
 	"github.com/goverbs/goverbs/mr"
 	"github.com/goverbs/goverbs/qp"
 	"github.com/goverbs/goverbs/verbs"
@@ -131,30 +132,11 @@ const (
 	condCtrl         // a control slot is free, or the connection is down
 )
 
+// waiter is one kind of blocked call (Read, Write, Close) and what it
+// waits for.
 type waiter struct {
-	c        *Conn
-	cond     int
-	wake     chan struct{}
-	deadline time.Time
-	timer    *time.Timer
-	blocked  bool
-}
-
-func (w *waiter) init(c *Conn) {
-	w.c = c
-	w.wake = make(chan struct{}, 1)
-	w.timer = time.AfterFunc(time.Hour, w.expire)
-	w.timer.Stop()
-}
-
-func (w *waiter) expired() bool {
-	return !w.deadline.IsZero() && time.Until(w.deadline) <= 0
-}
-
-func (w *waiter) expire() {
-	w.c.mu.Lock()
-	w.c.wake(w)
-	w.c.mu.Unlock()
+	rdmaconn.Waiter
+	cond int
 }
 
 // newConn creates the connection's verbs objects on id's device, as
@@ -224,9 +206,14 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config, server bool) (_ *Conn, err 
 		return nil, fmt.Errorf("valkeyrdma: post receives: %w", err)
 	}
 	c.bg, c.bgCancel = context.WithCancel(context.Background())
-	c.rw.init(c)
-	c.ww.init(c)
-	c.cw.init(c)
+	for _, w := range [...]*waiter{&c.rw, &c.ww, &c.cw} {
+		// A deadline that passes while the call is blocked wakes it.
+		w.Init(func() {
+			c.mu.Lock()
+			c.wake(w)
+			c.mu.Unlock()
+		})
+	}
 	return c, nil
 }
 
@@ -234,11 +221,8 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config, server bool) (_ *Conn, err 
 // the addresses, publishes the RX buffer, asks a server for its features
 // (a client), and starts the poller, the CM watcher and the keepalive.
 func (c *Conn) start() {
-	if info, err := c.id.Query(); err == nil {
-		c.laddr, c.raddr = &Addr{info.Src}, &Addr{info.Dst}
-	} else {
-		c.laddr, c.raddr = &Addr{}, &Addr{}
-	}
+	src, dst := rdmaconn.Addrs(c.id)
+	c.laddr, c.raddr = &Addr{src}, &Addr{dst}
 	c.mu.Lock()
 	c.rxPending = true
 	c.progress()
@@ -257,25 +241,18 @@ func (c *Conn) start() {
 // peer closed (or its host's CM gave up on it).
 func (c *Conn) watchCM() {
 	defer close(c.cmDone)
-	for {
-		ev, err := c.id.Event(c.bg)
-		if err != nil {
-			return
-		}
-		if ev.Type != cm.EventDisconnected && ev.Type != cm.EventDeviceRemoval {
-			continue
-		}
+	rdmaconn.WatchDisconnect(c.bg, c.id, func(removal bool) {
 		c.mu.Lock()
 		if !c.freed {
 			c.progress() // what arrived before it can still be read
 			c.peerClosed = true
-			if ev.Type == cm.EventDeviceRemoval {
+			if removal {
 				c.fail(fmt.Errorf("valkeyrdma: the RDMA device went away: %w", syscall.ENODEV))
 			}
 			c.wakeAll()
 		}
 		c.mu.Unlock()
-	}
+	})
 }
 
 // sendKeepalive posts a Keepalive; a peer that is gone fails it.
@@ -367,12 +344,8 @@ func (c *Conn) canWrite() bool {
 
 // wake wakes w if it is blocked. The caller holds c.mu.
 func (c *Conn) wake(w *waiter) {
-	if !w.blocked {
-		return
-	}
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if w.Blocked {
+		w.Signal()
 	}
 }
 
@@ -387,7 +360,7 @@ func (c *Conn) wakeAll() {
 // holds c.mu.
 func (c *Conn) wakeReady() {
 	for _, w := range [...]*waiter{&c.rw, &c.ww, &c.cw} {
-		if w.blocked && c.ready(w.cond) {
+		if w.Blocked && c.ready(w.cond) {
 			c.wake(w)
 		}
 	}
@@ -398,7 +371,7 @@ func (c *Conn) wakeReady() {
 // return early; callers look again and loop. The caller holds c.mu,
 // which wait releases while blocked.
 func (c *Conn) wait(w *waiter, cond int) error {
-	if w.expired() {
+	if w.Expired() {
 		return os.ErrDeadlineExceeded
 	}
 	for i := 0; i < spinPolls; i++ {
@@ -410,23 +383,13 @@ func (c *Conn) wait(w *waiter, cond int) error {
 			return nil
 		}
 	}
-	if !w.deadline.IsZero() {
-		d := time.Until(w.deadline)
-		if d <= 0 {
-			return os.ErrDeadlineExceeded
-		}
-		w.timer.Reset(d)
+	if !w.Block() {
+		return os.ErrDeadlineExceeded
 	}
 	w.cond = cond
-	w.blocked = true
 	c.waits++
-	c.mu.Unlock()
-	<-w.wake
-	c.mu.Lock()
-	w.blocked = false
-	if !w.deadline.IsZero() {
-		w.timer.Stop()
-	}
+	w.Sleep(&c.mu)
+	w.Unblock()
 	return nil
 }
 
@@ -567,14 +530,8 @@ func (c *Conn) sent(wc *verbs.WorkCompletion) {
 // repost re-posts n receives, each with the slot after the last one
 // posted: receives complete in the order they were posted.
 func (c *Conn) repost(n int) {
-	for n > 0 {
-		k := min(n, len(c.recvWRs)-c.recvNext)
-		if err := c.qp.PostRecv(c.recvWRs[c.recvNext : c.recvNext+k]); err != nil {
-			c.fail(fmt.Errorf("valkeyrdma: post receives: %w", err))
-			return
-		}
-		c.recvNext = (c.recvNext + k) % len(c.recvWRs)
-		n -= k
+	if err := rdmaconn.Repost(c.qp, c.recvWRs, &c.recvNext, n); err != nil {
+		c.fail(fmt.Errorf("valkeyrdma: post receives: %w", err))
 	}
 }
 
@@ -640,7 +597,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.closing {
 			return 0, c.opError("read", net.ErrClosed)
 		}
-		if c.rw.expired() {
+		if c.rw.Expired() {
 			return 0, c.opError("read", os.ErrDeadlineExceeded)
 		}
 		if len(p) == 0 {
@@ -715,7 +672,7 @@ func (c *Conn) writeErr() error {
 	switch {
 	case c.closing:
 		return c.opError("write", net.ErrClosed)
-	case c.ww.expired():
+	case c.ww.Expired():
 		return c.opError("write", os.ErrDeadlineExceeded)
 	case c.err != nil:
 		return c.opError("write", c.err)
@@ -758,8 +715,8 @@ func (c *Conn) Close() error {
 	if c.kaTimer != nil {
 		c.kaTimer.Stop()
 	}
-	c.cw.deadline = time.Now().Add(closeTimeout)
-	for !c.allSent() && c.err == nil && !c.peerClosed && !c.cw.expired() {
+	c.cw.SetDeadline(time.Now().Add(closeTimeout))
+	for !c.allSent() && c.err == nil && !c.peerClosed && !c.cw.Expired() {
 		c.progress()
 		if c.allSent() {
 			break
@@ -779,41 +736,7 @@ func (c *Conn) free() error {
 	c.mu.Lock()
 	c.freed = true
 	c.mu.Unlock()
-	if c.bgCancel != nil {
-		c.bgCancel()
-	}
-	var errs []error
-	closeIt := func(x io.Closer) {
-		if x != nil {
-			if err := x.Close(); err != nil && !errors.Is(err, verbs.ErrClosed) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if c.qp != nil {
-		closeIt(c.qp)
-	}
-	if c.cmdMR != nil {
-		closeIt(c.cmdMR)
-	}
-	if c.rxMR != nil {
-		closeIt(c.rxMR)
-	}
-	if c.txMR != nil {
-		closeIt(c.txMR)
-	}
-	if c.cq != nil {
-		closeIt(c.cq)
-	}
-	if c.cch != nil {
-		closeIt(c.cch)
-	}
-	if c.pd != nil {
-		closeIt(c.pd)
-	}
-	closeIt(c.id)
-	closeIt(c.ch)
-	return errors.Join(errs...)
+	return rdmaconn.Free(c.bgCancel, c.ch, c.id, c.pd, c.cch, c.cq, c.qp, c.cmdMR, c.rxMR, c.txMR)
 }
 
 // LocalAddr returns the local address (an *Addr).
@@ -823,12 +746,7 @@ func (c *Conn) LocalAddr() net.Addr { return c.laddr }
 func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 
 // SetDeadline sets the read and write deadlines.
-func (c *Conn) SetDeadline(t time.Time) error {
-	if err := c.SetReadDeadline(t); err != nil {
-		return err
-	}
-	return c.SetWriteDeadline(t)
-}
+func (c *Conn) SetDeadline(t time.Time) error { return rdmaconn.SetDeadline(c, t) }
 
 // SetReadDeadline sets the deadline of Read calls, a blocked one too;
 // they then fail with an error wrapping os.ErrDeadlineExceeded. The zero
@@ -845,20 +763,13 @@ func (c *Conn) setDeadline(w *waiter, t time.Time) error {
 	if c.closing {
 		return c.opError("set deadline", net.ErrClosed)
 	}
-	w.deadline = t
+	w.SetDeadline(t)
 	c.wake(w)
 	return nil
 }
 
 func (c *Conn) opError(op string, err error) error {
-	var src, dst net.Addr
-	if c.laddr != nil {
-		src = c.laddr
-	}
-	if c.raddr != nil {
-		dst = c.raddr
-	}
-	return &net.OpError{Op: op, Net: "valkey-rdma", Source: src, Addr: dst, Err: err}
+	return rdmaconn.OpError(op, "valkey-rdma", c.laddr, c.raddr, err)
 }
 
 // CompletionError is the error of a connection one of whose work
@@ -877,13 +788,7 @@ func (e *CompletionError) Error() string {
 // peer's side refused the request, ETIMEDOUT when it stopped answering,
 // EIO otherwise.
 func (e *CompletionError) Unwrap() error {
-	switch e.Status {
-	case verbs.WCRemAccessErr, verbs.WCRemOpErr, verbs.WCRemInvReqErr, verbs.WCRemAbortErr:
-		return syscall.ECONNRESET
-	case verbs.WCRetryExcErr, verbs.WCRNRRetryExcErr, verbs.WCRespTimeoutErr:
-		return syscall.ETIMEDOUT
-	}
-	return syscall.EIO
+	return rdmaconn.StatusErrno(e.Status)
 }
 
 var _ net.Conn = (*Conn)(nil)

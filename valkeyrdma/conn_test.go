@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/testutil"
+	"github.com/goverbs/goverbs/internal/testutil/conntest"
 	"github.com/goverbs/goverbs/valkeyrdma"
 	"github.com/goverbs/goverbs/verbs"
 )
@@ -30,56 +32,34 @@ func device(t *testing.T) string {
 	return testutil.Addr(t)
 }
 
-func timeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var timeout = conntest.Timeout
 
 func listen(t *testing.T, opts ...valkeyrdma.Option) *valkeyrdma.Listener {
 	t.Helper()
-	l, err := valkeyrdma.Listen("tcp", net.JoinHostPort(device(t), "0"), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
+	return conntest.Listening[*valkeyrdma.Listener](t)(valkeyrdma.Listen("tcp", net.JoinHostPort(device(t), "0"), opts...))
 }
 
 // pipe connects two Conns, c1 the dialer and c2 the accepted one, closed
 // when the test ends.
 func pipe(t *testing.T, opts ...valkeyrdma.Option) (c1, c2 *valkeyrdma.Conn) {
 	t.Helper()
-	l := listen(t, opts...)
-	ctx := timeout(t, time.Minute)
-	c1, err := valkeyrdma.Dial(ctx, "tcp", l.Addr().String(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c1.Close() })
-	c2, err = l.AcceptContext(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c2.Close() })
-	return c1, c2
+	return conntest.Pipe(t, listen(t, opts...), func(ctx context.Context, address string) (*valkeyrdma.Conn, error) {
+		return valkeyrdma.Dial(ctx, "tcp", address, opts...)
+	})
 }
 
 // guard closes the connections and fails the test if it runs longer
 // than d: a hang becomes a failure.
 func guard(t *testing.T, d time.Duration, cs ...net.Conn) {
-	tm := time.AfterFunc(d, func() {
-		t.Errorf("test still running after %v: closing the connections", d)
+	conntest.Guard(t, d, func() string {
+		var b strings.Builder
 		for _, c := range cs {
 			if vc, ok := c.(*valkeyrdma.Conn); ok {
-				t.Logf("%v: %s", vc.LocalAddr(), valkeyrdma.State(vc))
+				fmt.Fprintf(&b, "%v: %s\n", vc.LocalAddr(), valkeyrdma.State(vc))
 			}
 		}
-		for _, c := range cs {
-			c.Close()
-		}
-	})
-	t.Cleanup(func() { tm.Stop() })
+		return b.String()
+	}, cs...)
 }
 
 // Both directions at once, with RX buffers of the smallest size, so that

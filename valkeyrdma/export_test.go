@@ -37,5 +37,5 @@ func State(c *Conn) string {
 	defer c.mu.Unlock()
 	return fmt.Sprintf("rx %d..%d of %d (publish pending %v), remote %d of %d, staging %d in flight, sq %d free, control %d in flight, blocked r/w/c %v/%v/%v, err %v, peer closed %v, poller waits %d",
 		c.rxHead, c.rxTail, len(c.rx), c.rxPending, c.remoteOff, c.remoteLen, c.txUsed, c.sqAvail, c.ctrlInFlight,
-		c.rw.blocked, c.ww.blocked, c.cw.blocked, c.err, c.peerClosed, c.events)
+		c.rw.Blocked, c.ww.Blocked, c.cw.Blocked, c.err, c.peerClosed, c.events)
 }
