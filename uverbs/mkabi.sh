@@ -34,7 +34,7 @@ cd "$(dirname "$0")"
 
 headers=(rdma_user_ioctl_cmds.h ib_user_ioctl_cmds.h ib_user_ioctl_verbs.h
 	ib_user_verbs.h ib_user_sa.h rdma_user_cm.h rdma_user_rxe.h rdma_netlink.h
-	siw-abi.h vmw_pvrdma-abi.h)
+	siw-abi.h vmw_pvrdma-abi.h mlx5_user_ioctl_verbs.h mlx5-abi.h)
 generated=(ztypes_linux.go zconsts_linux.go)
 inputs=(types_linux.go mkabi.sh)
 

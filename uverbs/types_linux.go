@@ -24,6 +24,7 @@ package uverbs
 #include <rdma/rdma_user_rxe.h>
 #include <rdma/siw-abi.h>
 #include <rdma/vmw_pvrdma-abi.h>
+#include <rdma/mlx5-abi.h>
 */
 import "C"
 
@@ -218,4 +219,32 @@ type (
 	PvrdmaRqWqeHdr          C.struct_pvrdma_rq_wqe_hdr
 	PvrdmaSqWqeHdr          C.struct_pvrdma_sq_wqe_hdr
 	PvrdmaCqe               C.struct_pvrdma_cqe
+)
+
+// The mlx5 provider ABI (mlx5-abi.h): the driver data of the commands
+// goverbs' mlx5 provider sends and the answers it reads. The queues'
+// formats (CQEs, WQE segments) are the device's, not UAPI: rdma-core's
+// mlx5dv.h, declared by the provider itself.
+type (
+	Mlx5IbAllocUcontextReqV2 C.struct_mlx5_ib_alloc_ucontext_req_v2
+	Mlx5IbAllocUcontextResp  C.struct_mlx5_ib_alloc_ucontext_resp
+	Mlx5IbAllocPdResp        C.struct_mlx5_ib_alloc_pd_resp
+	Mlx5IbCreateAhResp       C.struct_mlx5_ib_create_ah_resp
+	Mlx5IbTsoCaps            C.struct_mlx5_ib_tso_caps
+	Mlx5IbRssCaps            C.struct_mlx5_ib_rss_caps
+	Mlx5IbCqeCompCaps        C.struct_mlx5_ib_cqe_comp_caps
+	Mlx5PacketPacingCaps     C.struct_mlx5_packet_pacing_caps
+	Mlx5IbSwParsingCaps      C.struct_mlx5_ib_sw_parsing_caps
+	Mlx5IbStridingRqCaps     C.struct_mlx5_ib_striding_rq_caps
+	Mlx5IbDciStreamsCaps     C.struct_mlx5_ib_dci_streams_caps
+	Mlx5IbUapiReg            C.struct_mlx5_ib_uapi_reg
+	Mlx5IbQueryDeviceResp    C.struct_mlx5_ib_query_device_resp
+	Mlx5IbCreateCq           C.struct_mlx5_ib_create_cq
+	Mlx5IbCreateCqResp       C.struct_mlx5_ib_create_cq_resp
+	Mlx5IbResizeCq           C.struct_mlx5_ib_resize_cq
+	Mlx5IbCreateSrq          C.struct_mlx5_ib_create_srq
+	Mlx5IbCreateSrqResp      C.struct_mlx5_ib_create_srq_resp
+	Mlx5IbCreateQpDciStreams C.struct_mlx5_ib_create_qp_dci_streams
+	Mlx5IbCreateQp           C.struct_mlx5_ib_create_qp
+	Mlx5IbCreateQpResp       C.struct_mlx5_ib_create_qp_resp
 )

@@ -1002,3 +1002,167 @@ type (
 		Reserved2        [6]uint8
 	}
 )
+
+type (
+	Mlx5IbAllocUcontextReqV2 struct {
+		Total_num_bfregs       uint32
+		Num_low_latency_bfregs uint32
+		Flags                  uint32
+		Comp_mask              uint32
+		Max_cqe_version        uint8
+		Reserved0              uint8
+		Reserved1              uint16
+		Reserved2              uint32
+		Lib_caps               uint64
+	}
+	Mlx5IbAllocUcontextResp struct {
+		Qp_tab_size           uint32
+		Bf_reg_size           uint32
+		Tot_bfregs            uint32
+		Cache_line_size       uint32
+		Max_sq_desc_sz        uint16
+		Max_rq_desc_sz        uint16
+		Max_send_wqebb        uint32
+		Max_recv_wr           uint32
+		Max_srq_recv_wr       uint32
+		Num_ports             uint16
+		Flow_action_flags     uint16
+		Comp_mask             uint32
+		Response_length       uint32
+		Cqe_version           uint8
+		Cmds_supp_uhw         uint8
+		Eth_min_inline        uint8
+		Clock_info_versions   uint8
+		Hca_core_clock_offset uint64
+		Log_uar_size          uint32
+		Num_uars_per_page     uint32
+		Num_dyn_bfregs        uint32
+		Dump_fill_mkey        uint32
+	}
+	Mlx5IbAllocPdResp struct {
+		Pdn uint32
+	}
+	Mlx5IbCreateAhResp struct {
+		Length   uint32
+		Dmac     [6]uint8
+		Reserved [6]uint8
+	}
+	Mlx5IbTsoCaps struct {
+		Max_tso        uint32
+		Supported_qpts uint32
+	}
+	Mlx5IbRssCaps struct {
+		Hash_fields_mask uint64
+		Hash_function    uint8
+		Reserved         [7]uint8
+	}
+	Mlx5IbCqeCompCaps struct {
+		Max_num          uint32
+		Supported_format uint32
+	}
+	Mlx5PacketPacingCaps struct {
+		Qp_rate_limit_min uint32
+		Qp_rate_limit_max uint32
+		Supported_qpts    uint32
+		Cap_flags         uint8
+		Reserved          [3]uint8
+	}
+	Mlx5IbSwParsingCaps struct {
+		Sw_parsing_offloads uint32
+		Supported_qpts      uint32
+	}
+	Mlx5IbStridingRqCaps struct {
+		Min_single_stride_log_num_of_bytes uint32
+		Max_single_stride_log_num_of_bytes uint32
+		Min_single_wqe_log_num_of_strides  uint32
+		Max_single_wqe_log_num_of_strides  uint32
+		Supported_qpts                     uint32
+		Reserved                           uint32
+	}
+	Mlx5IbDciStreamsCaps struct {
+		Log_num_concurent uint8
+		Log_num_errored   uint8
+	}
+	Mlx5IbUapiReg struct {
+		Value uint32
+		Mask  uint32
+	}
+	Mlx5IbQueryDeviceResp struct {
+		Comp_mask                           uint32
+		Response_length                     uint32
+		Tso_caps                            Mlx5IbTsoCaps
+		Rss_caps                            Mlx5IbRssCaps
+		Cqe_comp_caps                       Mlx5IbCqeCompCaps
+		Packet_pacing_caps                  Mlx5PacketPacingCaps
+		Mlx5_ib_support_multi_pkt_send_wqes uint32
+		Flags                               uint32
+		Sw_parsing_caps                     Mlx5IbSwParsingCaps
+		Striding_rq_caps                    Mlx5IbStridingRqCaps
+		Tunnel_offloads_caps                uint32
+		Dci_streams_caps                    Mlx5IbDciStreamsCaps
+		Reserved                            uint16
+		Reg_c0                              Mlx5IbUapiReg
+	}
+	Mlx5IbCreateCq struct {
+		Buf_addr            uint64
+		Db_addr             uint64
+		Cqe_size            uint32
+		Cqe_comp_en         uint8
+		Cqe_comp_res_format uint8
+		Flags               uint16
+		Uar_page_index      uint16
+		Reserved0           uint16
+		Reserved1           uint32
+	}
+	Mlx5IbCreateCqResp struct {
+		Cqn      uint32
+		Reserved uint32
+	}
+	Mlx5IbResizeCq struct {
+		Buf_addr  uint64
+		Cqe_size  uint16
+		Reserved0 uint16
+		Reserved1 uint32
+	}
+	Mlx5IbCreateSrq struct {
+		Buf_addr  uint64
+		Db_addr   uint64
+		Flags     uint32
+		Reserved0 uint32
+		Uidx      uint32
+		Reserved1 uint32
+	}
+	Mlx5IbCreateSrqResp struct {
+		Srqn     uint32
+		Reserved uint32
+	}
+	Mlx5IbCreateQpDciStreams struct {
+		Num_concurent uint8
+		Num_errored   uint8
+	}
+	Mlx5IbCreateQp struct {
+		Buf_addr     uint64
+		Db_addr      uint64
+		Sq_wqe_count uint32
+		Rq_wqe_count uint32
+		Rq_wqe_shift uint32
+		Flags        uint32
+		Uidx         uint32
+		Bfreg_index  uint32
+		Sq_buf_addr  uint64
+		Ece_options  uint32
+		Dci_streams  Mlx5IbCreateQpDciStreams
+		Reserved     uint16
+	}
+	Mlx5IbCreateQpResp struct {
+		Bfreg_index  uint32
+		Ece_options  uint32
+		Comp_mask    uint32
+		Tirn         uint32
+		Tisn         uint32
+		Rqn          uint32
+		Sqn          uint32
+		Reserved1    uint32
+		Tir_icm_addr uint64
+	}
+)

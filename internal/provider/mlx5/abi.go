@@ -1,9 +1,12 @@
 package mlx5
 
+import "github.com/goverbs/goverbs/uverbs"
+
 // The driver data of mlx5's commands (the kernel's rdma/mlx5-abi.h, as
 // rdma-core 44's providers/mlx5 sends it) and the device formats of its
-// queues (rdma-core's mlx5dv.h): declared here rather than generated into
-// package uverbs, with their sizes and offsets pinned by abi_test.go.
+// queues (rdma-core's mlx5dv.h): declared here, with names the provider
+// reads well; abi_test.go holds each driver-data struct to the one package
+// uverbs generates from the kernel's header, field by field.
 // Multi-byte fields of the device formats are big-endian in memory; the
 // command structs are host order, as every uverbs struct.
 
@@ -52,9 +55,9 @@ type allocPDResp struct{ PDN uint32 }
 // createAHResp is struct mlx5_ib_create_ah_resp: on a RoCE port the
 // kernel writes the destination MAC it resolved for the AH.
 type createAHResp struct {
-	ResponseLength uint32
-	DMAC           [6]byte
-	_              [6]byte
+	Length uint32
+	DMAC   [6]byte
+	_      [6]byte
 }
 
 // cmdsSuppUHWCreateAH is MLX5_USER_CMDS_SUPP_UHW_CREATE_AH in the
@@ -62,10 +65,9 @@ type createAHResp struct {
 const cmdsSuppUHWCreateAH = 1 << 1
 
 // queryDeviceResp is struct mlx5_ib_query_device_resp, EX_QUERY_DEVICE's
-// driver response (tso, rss, CQE compression, packet pacing, ... caps).
-// The context asks for it once and does not use it yet; QueryDevice reads
-// tso_caps (offset 8), rss_caps (16) and packet_pacing_caps (40) from it.
-type queryDeviceResp [104]byte
+// driver response (TSO, RSS, CQE compression, packet pacing, ... caps),
+// as package uverbs generates it.
+type queryDeviceResp = uverbs.Mlx5IbQueryDeviceResp
 
 // createCQ is struct mlx5_ib_create_cq.
 type createCQ struct {
@@ -130,11 +132,12 @@ type createQP struct {
 type createQPResp struct {
 	BfregIndex uint32
 	ECEOptions uint32
-	CompMask   uint64
+	CompMask   uint32
 	TIRN       uint32
 	TISN       uint32
 	RQN        uint32
 	SQN        uint32
+	_          uint32
 	TIRICMAddr uint64
 }
 

@@ -1,58 +1,59 @@
 package mlx5
 
 import (
+	"reflect"
+	"strings"
 	"testing"
-	"unsafe"
+
+	"github.com/goverbs/goverbs/uverbs"
 )
 
-// The driver data structs have the sizes and offsets of the kernel's
-// rdma/mlx5-abi.h (Linux 6.1/6.12, as rdma-core 44 ships it), measured with
-// gcc from that header.
+// The provider's driver-data structs are the kernel's, field for field:
+// each has the size of the struct package uverbs generates from
+// rdma/mlx5-abi.h (make generate, the pinned UAPI headers), and each of
+// its named fields the offset and size of the generated field of the same
+// name (compared without case and underscores). Blank fields stand for
+// what the provider does not use.
 func TestABILayout(t *testing.T) {
-	sizes := []struct {
-		name      string
-		got, want uintptr
+	for _, c := range []struct {
+		mine, kernel any
 	}{
-		{"mlx5_ib_alloc_ucontext_req_v2", unsafe.Sizeof(allocUcontextReq{}), 32},
-		{"mlx5_ib_alloc_ucontext_resp", unsafe.Sizeof(allocUcontextResp{}), 72},
-		{"mlx5_ib_alloc_pd_resp", unsafe.Sizeof(allocPDResp{}), 4},
-		{"mlx5_ib_query_device_resp", unsafe.Sizeof(queryDeviceResp{}), 104},
-		{"mlx5_ib_create_cq", unsafe.Sizeof(createCQ{}), 32},
-		{"mlx5_ib_create_cq_resp", unsafe.Sizeof(createCQResp{}), 8},
-		{"mlx5_ib_create_qp", unsafe.Sizeof(createQP{}), 56},
-		{"mlx5_ib_create_qp_resp", unsafe.Sizeof(createQPResp{}), 40},
-		{"mlx5_ib_create_ah_resp", unsafe.Sizeof(createAHResp{}), 16},
-	}
-	for _, s := range sizes {
-		if s.got != s.want {
-			t.Errorf("sizeof(struct %s) = %d, want %d", s.name, s.got, s.want)
+		{allocUcontextReq{}, uverbs.Mlx5IbAllocUcontextReqV2{}},
+		{allocUcontextResp{}, uverbs.Mlx5IbAllocUcontextResp{}},
+		{allocPDResp{}, uverbs.Mlx5IbAllocPdResp{}},
+		{createAHResp{}, uverbs.Mlx5IbCreateAhResp{}},
+		{createCQ{}, uverbs.Mlx5IbCreateCq{}},
+		{createCQResp{}, uverbs.Mlx5IbCreateCqResp{}},
+		{resizeCQ{}, uverbs.Mlx5IbResizeCq{}},
+		{createSRQ{}, uverbs.Mlx5IbCreateSrq{}},
+		{createSRQResp{}, uverbs.Mlx5IbCreateSrqResp{}},
+		{createQP{}, uverbs.Mlx5IbCreateQp{}},
+		{createQPResp{}, uverbs.Mlx5IbCreateQpResp{}},
+	} {
+		mine, kernel := reflect.TypeOf(c.mine), reflect.TypeOf(c.kernel)
+		if mine.Size() != kernel.Size() {
+			t.Errorf("%s: %d bytes, uverbs.%s %d", mine.Name(), mine.Size(), kernel.Name(), kernel.Size())
 		}
-	}
-	offsets := []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"req_v2.max_cqe_version", unsafe.Offsetof(allocUcontextReq{}.MaxCQEVersion), 16},
-		{"req_v2.lib_caps", unsafe.Offsetof(allocUcontextReq{}.LibCaps), 24},
-		{"resp.max_send_wqebb", unsafe.Offsetof(allocUcontextResp{}.MaxSendWQEBB), 20},
-		{"resp.cqe_version", unsafe.Offsetof(allocUcontextResp{}.CQEVersion), 44},
-		{"resp.hca_core_clock_offset", unsafe.Offsetof(allocUcontextResp{}.HCACoreClockOffset), 48},
-		{"resp.num_uars_per_page", unsafe.Offsetof(allocUcontextResp{}.NumUARsPerPage), 60},
-		{"resp.dump_fill_mkey", unsafe.Offsetof(allocUcontextResp{}.DumpFillMkey), 68},
-		{"create_cq.cqe_size", unsafe.Offsetof(createCQ{}.CQESize), 16},
-		{"create_cq.flags", unsafe.Offsetof(createCQ{}.Flags), 22},
-		{"create_cq.uar_page_index", unsafe.Offsetof(createCQ{}.UARPageIndex), 24},
-		{"create_qp.uidx", unsafe.Offsetof(createQP{}.UIdx), 32},
-		{"create_qp.bfreg_index", unsafe.Offsetof(createQP{}.BfregIndex), 36},
-		{"create_qp.sq_buf_addr", unsafe.Offsetof(createQP{}.SQBufAddr), 40},
-		{"create_qp.ece_options", unsafe.Offsetof(createQP{}.ECEOptions), 48},
-		{"create_qp_resp.comp_mask", unsafe.Offsetof(createQPResp{}.CompMask), 8},
-		{"create_qp_resp.tir_icm_addr", unsafe.Offsetof(createQPResp{}.TIRICMAddr), 32},
-		{"create_ah_resp.dmac", unsafe.Offsetof(createAHResp{}.DMAC), 4},
-	}
-	for _, o := range offsets {
-		if o.got != o.want {
-			t.Errorf("offsetof(%s) = %d, want %d", o.name, o.got, o.want)
+		fields := map[string]reflect.StructField{}
+		for i := 0; i < kernel.NumField(); i++ {
+			f := kernel.Field(i)
+			fields[norm(f.Name)] = f
+		}
+		for i := 0; i < mine.NumField(); i++ {
+			f := mine.Field(i)
+			if f.Name == "_" {
+				continue
+			}
+			k, ok := fields[norm(f.Name)]
+			switch {
+			case !ok:
+				t.Errorf("%s.%s: uverbs.%s has no such field", mine.Name(), f.Name, kernel.Name())
+			case f.Offset != k.Offset || f.Type.Size() != k.Type.Size():
+				t.Errorf("%s.%s: offset %d, %d bytes; uverbs.%s.%s: offset %d, %d bytes",
+					mine.Name(), f.Name, f.Offset, f.Type.Size(), kernel.Name(), k.Name, k.Offset, k.Type.Size())
+			}
 		}
 	}
 }
+
+func norm(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }

@@ -230,15 +230,14 @@ func (c *ucontext) QueryDevice() (provider.Udata, func(*provider.DeviceCaps)) {
 		return provider.Udata{}, nil
 	}
 	resp := new(queryDeviceResp)
-	return provider.Udata{Out: resp[:]}, func(caps *provider.DeviceCaps) {
-		le := binary.NativeEndian
-		caps.MaxTSO = le.Uint32(resp[8:])
-		caps.TSOSupportedQPTs = le.Uint32(resp[12:])
-		caps.RxHashFieldsMask = le.Uint64(resp[16:])
-		caps.RxHashFunction = resp[24]
-		caps.QPRateLimitMin = le.Uint32(resp[40:])
-		caps.QPRateLimitMax = le.Uint32(resp[44:])
-		caps.PacketPacingSupportedQPTs = le.Uint32(resp[48:])
+	return provider.Udata{Out: provider.Bytes(resp)}, func(caps *provider.DeviceCaps) {
+		caps.MaxTSO = resp.Tso_caps.Max_tso
+		caps.TSOSupportedQPTs = resp.Tso_caps.Supported_qpts
+		caps.RxHashFieldsMask = resp.Rss_caps.Hash_fields_mask
+		caps.RxHashFunction = resp.Rss_caps.Hash_function
+		caps.QPRateLimitMin = resp.Packet_pacing_caps.Qp_rate_limit_min
+		caps.QPRateLimitMax = resp.Packet_pacing_caps.Qp_rate_limit_max
+		caps.PacketPacingSupportedQPTs = resp.Packet_pacing_caps.Supported_qpts
 	}
 }
 
