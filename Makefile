@@ -475,7 +475,7 @@ clean:
 ## Needs gcc, libibverbs-dev and ibverbs-providers (make deps).
 MLX5_CACHE := $(CURDIR)/.cache/mlx5
 MLX5_C     := internal/provider/mlx5/difftest/c
-.PHONY: test-mlx5 mlx5-c
+.PHONY: test-mlx5 mlx5-c bench-mlx5
 mlx5-c:
 	@hack/vm/install-deps.sh gcc libc6-dev libibverbs-dev ibverbs-providers
 	@mkdir -p $(MLX5_CACHE)
@@ -485,3 +485,21 @@ test-mlx5: mlx5-c
 	@mkdir -p $(MLX5_CACHE); set -o pipefail; start=$$SECONDS; \
 	MLX5_C_DIR=$(MLX5_CACHE) MLX5_SCENARIOS=$(if $(MLX5_SCENARIOS),$(abspath $(MLX5_SCENARIOS))) $(GO) test -count=1 -race -run '^TestDiff$$' -v ./internal/provider/mlx5/difftest/ 2>&1 | tee $(MLX5_CACHE)/test.log; \
 	rc=$$?; echo "test-mlx5: $$((SECONDS - start)) s"; exit $$rc
+
+## bench-mlx5: post and poll on the fake mlx5 device of test-mlx5, on the
+## host CPU (no device, no VM): libibverbs + libmlx5 under the C fake
+## kernel against goverbs under the Go fake kernel, so a row costs what it
+## costs on hardware less the doorbell's MMIO stores. Interleaved rounds
+## (MLX5_BENCH_ROUNDS, default 9), each run a fresh process pinned to CPU 1;
+## per row the medians, the median of the per-round Go/C ratios and their
+## range, and Go's allocations per operation (docs/performance.md). Holds
+## $GOVERBS_VM_LOCK exclusively while it measures, when that is set.
+MLX5_BENCH_ROUNDS ?= 9
+bench-mlx5: mlx5-c
+	gcc -O2 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/bench $(MLX5_C)/bench.c -libverbs -ldl
+	$(GO) test -c -o $(MLX5_CACHE)/difftest.test ./internal/provider/mlx5/difftest/
+	$(GO) build -o $(MLX5_CACHE)/mlx5bench ./hack/mlx5bench
+	@set -o pipefail; d=$(CURDIR)/internal/provider/mlx5/difftest; \
+	$(if $(GOVERBS_VM_LOCK),flock -x $(GOVERBS_VM_LOCK)) $(MLX5_CACHE)/mlx5bench -rounds $(MLX5_BENCH_ROUNDS) \
+		-c $(MLX5_CACHE)/bench -fake $(MLX5_CACHE)/fake.so -device $$d/testdata/device.txt \
+		-go $(MLX5_CACHE)/difftest.test -dir $$d | tee $(MLX5_CACHE)/bench.txt

@@ -36,4 +36,5 @@ int fake_cqe(const char *spec, uint8_t cqe[64], uint32_t *qpn, int *has_uidx);
 void fk_dump(const char *label);
 int fk_inject(int cq, const char *spec);
 int fk_event(int cq);
+uint8_t *fk_cq_ring(int cq, uint32_t *nent);
 #endif
