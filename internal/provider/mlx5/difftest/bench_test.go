@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +23,12 @@ import (
 
 // The sizes of c/bench.c.
 const (
-	benchBatch  = 512  // posts per timed stretch (the queues hold 1024)
-	benchRing   = 1024 // entries of each CQ
-	benchList   = 32   // work requests per list (post_send_list32)
-	benchMRSize = 65536
+	benchBatch   = 512  // posts per timed stretch (the queues hold 1024)
+	benchRing    = 1024 // entries of each CQ
+	benchList    = 32   // work requests per list (post_send_list32)
+	benchMRSize  = 65536
+	benchWarm    = 200  // batches before the timed ones
+	benchBatches = 2000 // timed batches
 )
 
 // TestBenchNative is the Go half of make bench-mlx5: it times the row
@@ -197,17 +200,23 @@ func pollN(t *testing.T, q *cq.CQ, n int) {
 	}
 }
 
-// run times row as c/bench.c's main does and returns nanoseconds and
-// allocations per operation (the allocations of everything after the
-// warm-up, the untimed steps included).
+// run times row as c/bench.c's main does: benchWarm batches, then
+// benchBatches timed ones, each timed on its own. It returns the median
+// batch's nanoseconds per operation and the allocations per operation of
+// the timed batches (the untimed steps between them included).
 func (b *bench) run(t *testing.T, row string) (float64, float64) {
-	var total time.Duration
-	var ops uint64
+	lat := make([]time.Duration, benchBatches)
+	per := 0 // operations per batch
 	var ms runtime.MemStats
 	var mallocs uint64
-	startAllocs := func() {
-		runtime.ReadMemStats(&ms)
-		mallocs = ms.Mallocs
+	batch := func(i int, d time.Duration) {
+		if i == benchWarm {
+			runtime.ReadMemStats(&ms)
+			mallocs = ms.Mallocs
+		}
+		if i >= benchWarm {
+			lat[i-benchWarm] = d
+		}
 	}
 	switch row {
 	case "post_send", "post_send_list32", "post_send_inline64":
@@ -224,10 +233,8 @@ func (b *bench) run(t *testing.T, row string) (float64, float64) {
 		if inl {
 			bbs = 2
 		}
-		for i := 0; i < 2200; i++ {
-			if i == 200 {
-				startAllocs()
-			}
+		per = benchBatch
+		for i := range benchWarm + benchBatches {
 			t0 := time.Now()
 			if listed {
 				for range benchBatch / benchList {
@@ -242,11 +249,7 @@ func (b *bench) run(t *testing.T, row string) (float64, float64) {
 					}
 				}
 			}
-			d := time.Since(t0)
-			if i >= 200 {
-				total += d
-				ops += benchBatch
-			}
+			batch(i, time.Since(t0))
 			posted += benchBatch * bbs
 			b.sr.put(uint16(posted - bbs))
 			pollN(t, b.sr.cq, 1)
@@ -254,56 +257,45 @@ func (b *bench) run(t *testing.T, row string) (float64, float64) {
 	case "post_recv":
 		// Batches of benchBatch receives, timed; after each, untimed, as
 		// many responder CQEs consume them.
-		for i := 0; i < 2200; i++ {
-			if i == 200 {
-				startAllocs()
-			}
+		per = benchBatch
+		for i := range benchWarm + benchBatches {
 			t0 := time.Now()
 			for range benchBatch {
 				if err := b.qp.PostRecv(b.rwr[:]); err != nil {
 					t.Fatal(err)
 				}
 			}
-			d := time.Since(t0)
-			if i >= 200 {
-				total += d
-				ops += benchBatch
-			}
+			batch(i, time.Since(t0))
 			for range benchBatch {
 				b.rr.put(0)
 			}
 			pollN(t, b.rr.cq, benchBatch)
 		}
 	case "poll_empty":
-		// One poll of an empty CQ with room for 16.
+		// Polls of an empty CQ with room for 16, 4096 a batch.
 		var wc [16]verbs.WorkCompletion
-		for w := range 2 {
-			if w == 1 {
-				startAllocs()
-			}
+		per = 4096
+		for i := range benchWarm + benchBatches {
 			t0 := time.Now()
-			for range 10000000 {
+			for range per {
 				if n, err := b.sr.cq.Poll(wc[:]); n != 0 || err != nil {
 					t.Fatalf("poll: %d %v", n, err)
 				}
 			}
-			if w == 1 {
-				total, ops = time.Since(t0), 10000000
-			}
+			batch(i, time.Since(t0))
 		}
 	case "poll_16":
 		// Every slot holds the requester CQE; an operation arms the next
-		// 16 (their op_own byte) and polls them with one poll.
+		// 16 (their op_own byte) and polls them with one poll; 64
+		// operations a batch.
 		var wc [16]verbs.WorkCompletion
 		for i := uint32(0); i < b.sr.nent; i++ {
 			copy(b.sr.buf[i*64:][:63], b.sr.tmpl[:63])
 		}
-		for w := range 2 {
-			if w == 1 {
-				startAllocs()
-			}
+		per = 64
+		for i := range benchWarm + benchBatches {
 			t0 := time.Now()
-			for range 500000 {
+			for range per {
 				for range 16 {
 					b.sr.arm()
 				}
@@ -311,13 +303,13 @@ func (b *bench) run(t *testing.T, row string) (float64, float64) {
 					t.Fatalf("poll: %d %v", n, err)
 				}
 			}
-			if w == 1 {
-				total, ops = time.Since(t0), 500000
-			}
+			batch(i, time.Since(t0))
 		}
 	default:
 		t.Fatalf("unknown row %q", row)
 	}
 	runtime.ReadMemStats(&ms)
-	return float64(total.Nanoseconds()) / float64(ops), float64(ms.Mallocs-mallocs) / float64(ops)
+	slices.Sort(lat)
+	med := float64(lat[benchBatches/2-1]+lat[benchBatches/2]) / 2
+	return med / float64(per), float64(ms.Mallocs-mallocs) / float64(benchBatches*per)
 }

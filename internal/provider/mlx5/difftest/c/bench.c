@@ -19,6 +19,8 @@
 #define RING 1024   // entries of each CQ
 #define LIST 32     // work requests per list (post_send_list32)
 #define MRSIZE 65536
+#define WARM 200    // batches before the timed ones
+#define NBATCH 2000 // timed batches
 
 static int (*inject)(int, const char *);
 static uint8_t *(*cq_ring)(int, uint32_t *);
@@ -27,6 +29,12 @@ static void die(const char *what)
 {
 	fprintf(stderr, "bench: %s\n", what);
 	exit(1);
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 static uint64_t now(void)
@@ -178,7 +186,13 @@ int main(int argc, char **argv)
 	snprintf(spec, sizeof(spec), "qpn=%u resp_send bytes=64", qp->qp_num);
 	ring_init(&rr, rcq, 1, spec);
 
-	uint64_t total = 0, ops = 0;
+	// Every row runs WARM batches, then NBATCH timed ones, each timed on
+	// its own; the result is the median batch's time per operation (a
+	// batch the scheduler interrupted lands in the tail).
+	uint64_t *lat = calloc(NBATCH, sizeof(uint64_t));
+	int per = 0; // operations per batch
+	if (!lat)
+		die("calloc");
 	if (!strncmp(row, "post_send", 9)) {
 		// Batches of BATCH work requests, timed; after each, untimed,
 		// one requester CQE for the last WQE frees the send queue.
@@ -189,7 +203,8 @@ int main(int argc, char **argv)
 		if (inl)
 			wr->send_flags |= IBV_SEND_INLINE;
 		uint32_t bbs = inl ? 2 : 1, posted = 1; // WQE basic blocks per work request, and in all
-		for (int b = 0; b < 2200; b++) {
+		per = BATCH;
+		for (int b = 0; b < WARM + NBATCH; b++) {
 			uint64_t t0 = now();
 			if (listed) {
 				for (int i = 0; i < BATCH / LIST; i++)
@@ -201,10 +216,8 @@ int main(int argc, char **argv)
 						die("post_send");
 			}
 			uint64_t t1 = now();
-			if (b >= 200) {
-				total += t1 - t0;
-				ops += BATCH;
-			}
+			if (b >= WARM)
+				lat[b - WARM] = t1 - t0;
 			posted += BATCH * bbs;
 			put(&sr, posted - bbs);
 			poll_n(scq, 1);
@@ -212,55 +225,56 @@ int main(int argc, char **argv)
 	} else if (!strcmp(row, "post_recv")) {
 		// Batches of BATCH receives, timed; after each, untimed, as many
 		// responder CQEs consume them.
-		for (int b = 0; b < 2200; b++) {
+		per = BATCH;
+		for (int b = 0; b < WARM + NBATCH; b++) {
 			uint64_t t0 = now();
 			for (int i = 0; i < BATCH; i++)
 				if (ibv_post_recv(qp, &rwr, &rbad))
 					die("post_recv");
 			uint64_t t1 = now();
-			if (b >= 200) {
-				total += t1 - t0;
-				ops += BATCH;
-			}
+			if (b >= WARM)
+				lat[b - WARM] = t1 - t0;
 			for (int i = 0; i < BATCH; i++)
 				put(&rr, 0);
 			poll_n(rcq, BATCH);
 		}
 	} else if (!strcmp(row, "poll_empty")) {
-		// One poll of an empty CQ with room for 16.
+		// Polls of an empty CQ with room for 16, 4096 a batch.
 		struct ibv_wc wc[16];
-		for (int w = 0; w < 2; w++) {
+		per = 4096;
+		for (int b = 0; b < WARM + NBATCH; b++) {
 			uint64_t t0 = now();
-			for (int i = 0; i < 10000000; i++)
+			for (int i = 0; i < per; i++)
 				if (ibv_poll_cq(scq, 16, wc) != 0)
 					die("poll");
-			if (w) {
-				total = now() - t0;
-				ops = 10000000;
-			}
+			uint64_t t1 = now();
+			if (b >= WARM)
+				lat[b - WARM] = t1 - t0;
 		}
 	} else if (!strcmp(row, "poll_16")) {
 		// Every slot holds the requester CQE; an operation arms the
-		// next 16 (their op_own byte) and polls them with one poll.
+		// next 16 (their op_own byte) and polls them with one poll; 64
+		// operations a batch.
 		struct ibv_wc wc[16];
 		for (uint32_t i = 0; i < sr.nent; i++)
 			memcpy(sr.buf + (size_t)i * 64, sr.tmpl, 63);
-		for (int w = 0; w < 2; w++) {
+		per = 64;
+		for (int b = 0; b < WARM + NBATCH; b++) {
 			uint64_t t0 = now();
-			for (int i = 0; i < 500000; i++) {
+			for (int i = 0; i < per; i++) {
 				for (int k = 0; k < 16; k++)
 					arm(&sr);
 				if (ibv_poll_cq(scq, 16, wc) != 16)
 					die("poll");
 			}
-			if (w) {
-				total = now() - t0;
-				ops = 500000;
-			}
+			uint64_t t1 = now();
+			if (b >= WARM)
+				lat[b - WARM] = t1 - t0;
 		}
 	} else {
 		die("unknown row");
 	}
-	printf("bench %s %.2f\n", row, (double)total / (double)ops);
+	qsort(lat, NBATCH, sizeof(uint64_t), cmp64);
+	printf("bench %s %.2f\n", row, (double)(lat[NBATCH / 2 - 1] + lat[NBATCH / 2]) / 2 / per);
 	return 0;
 }
