@@ -89,7 +89,7 @@ func (q *CQ) slot(n uint32) unsafe.Pointer {
 func (q *CQ) setReady() {
 	word := (*uint32)(unsafe.Add(q.slot(q.ci), cqeWQECounter))
 	opOwnShift := uint32(24)
-	if beWord32(1) == 1 { // big-endian host: op_own is the low byte
+	if bigEndian { // op_own is the word's low byte
 		opOwnShift = 0
 	}
 	if q.ci < q.nent {
@@ -142,7 +142,7 @@ func (q *CQ) Poll(wc []provider.WC) int {
 		}
 		n++
 	}
-	atomic.StoreUint32((*uint32)(q.db), beWord32(q.ci&0xffffff))
+	provider.StoreRelease((*uint32)(q.db), beWord32(q.ci&0xffffff))
 	q.setReady()
 	return n
 }
@@ -188,7 +188,7 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 		}
 		w.WRID = s.wrid[idx]
 		w.Status = provider.WCSuccess
-		atomic.StoreUint32(&s.tail, s.wqeHead[idx]+1)
+		provider.StoreRelease(&s.tail, s.wqeHead[idx]+1)
 	case cqeRespWRImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
 		p, sr, ok := q.responder(cqe, qpn)
 		if !ok {
@@ -214,7 +214,7 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			r := p.rq
 			idx := r.tail & (r.wqeCnt - 1)
 			w.WRID = r.wrid[idx]
-			atomic.AddUint32(&r.tail, 1)
+			provider.StoreRelease(&r.tail, atomic.LoadUint32(&r.tail)+1) // only Poll moves it
 			if scatter {
 				st = r.copyIn(idx, src, w.ByteLen, opOwn&inlineScatter32 != 0)
 			}
@@ -261,7 +261,7 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			s := p.sq
 			idx := uint32(be16(unsafe.Add(cqe, cqeWQECounter))) & (s.wqeCnt - 1)
 			w.WRID = s.wrid[idx]
-			atomic.StoreUint32(&s.tail, s.wqeHead[idx]+1)
+			provider.StoreRelease(&s.tail, s.wqeHead[idx]+1)
 		} else {
 			p, sr, ok := q.responder(cqe, qpn)
 			if !ok {
@@ -274,7 +274,7 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			} else {
 				r := p.rq
 				w.WRID = r.wrid[r.tail&(r.wqeCnt-1)]
-				atomic.AddUint32(&r.tail, 1)
+				provider.StoreRelease(&r.tail, atomic.LoadUint32(&r.tail)+1) // only Poll moves it
 			}
 		}
 	default:

@@ -472,7 +472,7 @@ func (s *sendQueue) doorbell(nreq int, inl bool, size uint32, ctrl unsafe.Pointe
 	}
 	s.head += uint32(nreq)
 	toDevice()
-	atomic.StoreUint32((*uint32)(unsafe.Add(s.qp.db, 4*sndDBR)), beWord32(s.curPost&0xffff))
+	provider.StoreRelease((*uint32)(unsafe.Add(s.qp.db, 4*sndDBR)), beWord32(s.curPost&0xffff))
 	b := s.bf
 	if b.needLock {
 		b.lock.Lock()
@@ -601,7 +601,7 @@ func (r *recvQueue) Post(wrs []provider.RecvWR) error {
 	if nreq > 0 {
 		r.head += uint32(nreq)
 		toDevice()
-		atomic.StoreUint32((*uint32)(unsafe.Add(r.qp.db, 4*rcvDBR)), beWord32(r.head&0xffff))
+		provider.StoreRelease((*uint32)(unsafe.Add(r.qp.db, 4*rcvDBR)), beWord32(r.head&0xffff))
 	}
 	r.lock.Unlock()
 	return err

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,11 @@ import (
 
 // The sizes of c/bench.c.
 const (
-	benchBatch   = 512  // posts per timed stretch (the queues hold 1024)
-	benchRing    = 1024 // entries of each CQ
-	benchList    = 32   // work requests per list (post_send_list32)
-	benchMRSize  = 65536
-	benchWarm    = 200  // batches before the timed ones
-	benchBatches = 2000 // timed batches
+	benchBatch  = 512  // posts per timed stretch (the queues hold 1024)
+	benchRing   = 1024 // entries of each CQ
+	benchList   = 32   // work requests per list (post_send_list32)
+	benchMRSize = 65536
+	benchWarm   = 200 // batches before the timed ones
 )
 
 // TestBenchNative is the Go half of make bench-mlx5: it times the row
@@ -201,10 +201,16 @@ func pollN(t *testing.T, q *cq.CQ, n int) {
 }
 
 // run times row as c/bench.c's main does: benchWarm batches, then
-// benchBatches timed ones, each timed on its own. It returns the median
+// 2000 timed ones, each timed on its own. It returns the median
 // batch's nanoseconds per operation and the allocations per operation of
 // the timed batches (the untimed steps between them included).
 func (b *bench) run(t *testing.T, row string) (float64, float64) {
+	// Timed batches: 2000, or MLX5_BENCH_BATCHES (a longer run for a
+	// profile).
+	benchBatches := 2000
+	if v, err := strconv.Atoi(os.Getenv("MLX5_BENCH_BATCHES")); err == nil && v >= 2 {
+		benchBatches = v
+	}
 	lat := make([]time.Duration, benchBatches)
 	per := 0 // operations per batch
 	var ms runtime.MemStats

@@ -20,7 +20,7 @@
 #define LIST 32     // work requests per list (post_send_list32)
 #define MRSIZE 65536
 #define WARM 200    // batches before the timed ones
-#define NBATCH 2000 // timed batches
+static int NBATCH = 2000; // timed batches (MLX5_BENCH_BATCHES: a longer run for a profile)
 
 static int (*inject)(int, const char *);
 static uint8_t *(*cq_ring)(int, uint32_t *);
@@ -105,6 +105,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *row = argv[1];
+	if (getenv("MLX5_BENCH_BATCHES") && atoi(getenv("MLX5_BENCH_BATCHES")) >= 2)
+		NBATCH = atoi(getenv("MLX5_BENCH_BATCHES"));
 	inject = (int (*)(int, const char *))dlsym(RTLD_DEFAULT, "fk_inject");
 	cq_ring = (uint8_t * (*)(int, uint32_t *)) dlsym(RTLD_DEFAULT, "fk_cq_ring");
 	if (!inject || !cq_ring)
