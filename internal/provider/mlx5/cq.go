@@ -185,11 +185,12 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC, last *lastQP) bool {
 			w.Opcode = provider.WCFetchAdd
 			w.ByteLen = 8
 		case opNOP:
-			w.Opcode = provider.WCOpcode(s.wrData[idx])
+			w.Opcode = provider.WCOpcode(s.slots[idx].data)
 		}
-		w.WRID = s.wrid[idx]
+		slot := &s.slots[idx]
+		w.WRID = slot.wrid
 		w.Status = provider.WCSuccess
-		provider.StoreRelease(&s.tail, s.wqeHead[idx]+1)
+		provider.StoreRelease(&s.tail, slot.head+1)
 	case cqeRespWRImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
 		p, sr, ok := q.responder(cqe, qpn, last)
 		if !ok {
@@ -261,8 +262,8 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC, last *lastQP) bool {
 			}
 			s := p.sq
 			idx := uint32(be16(unsafe.Add(cqe, cqeWQECounter))) & (s.wqeCnt - 1)
-			w.WRID = s.wrid[idx]
-			provider.StoreRelease(&s.tail, s.wqeHead[idx]+1)
+			w.WRID = s.slots[idx].wrid
+			provider.StoreRelease(&s.tail, s.slots[idx].head+1)
 		} else {
 			p, sr, ok := q.responder(cqe, qpn, last)
 			if !ok {
@@ -394,7 +395,6 @@ func (l *lastQP) hit(key uint32) *qp {
 	}
 	return nil
 }
-
 
 // errStatus maps an error CQE's syndrome to a completion status
 // (mlx5_handle_error_cqe).
