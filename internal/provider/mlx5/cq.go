@@ -120,17 +120,23 @@ func (q *CQ) sw(n uint32) unsafe.Pointer {
 }
 
 // Poll moves completions into wc as mlx5_poll_one does, then stores the
-// consumer index into the doorbell record.
+// consumer index into the doorbell record. It first counts the CQEs
+// software owns (up to len(wc)), then reads them after one barrier: every
+// owner byte was read before it, every CQE body after it, the order
+// libmlx5 gets with one barrier per CQE.
 func (q *CQ) Poll(wc []provider.WC) int {
+	own := 0
+	for own < len(wc) && q.sw(q.ci+uint32(own)) != nil {
+		own++
+	}
+	if own > 0 {
+		fromDevice()
+	}
 	n := 0
 	var last lastQP
-	for n < len(wc) {
-		cqe := q.sw(q.ci)
-		if cqe == nil {
-			break
-		}
+	for n < own {
+		cqe := q.slot(q.ci)
 		q.ci++
-		fromDevice()
 		if !q.parse(cqe, &wc[n], &last) {
 			// libmlx5 fails the whole poll (CQ_POLL_ERR); goverbs
 			// returns the completions before it and reports the entry
