@@ -12,11 +12,12 @@ var fence atomic.Uint32
 // On architectures goverbs does not test, every barrier is a sequentially
 // consistent atomic operation: at least as strong on the CPU side as
 // barrier.go describes, and unverified against device memory.
-func toDevice()   { fence.Add(1) }
-func fromDevice() { fence.Add(1) }
-func wcStart()    { fence.Add(1) }
-func wcFlush()    { fence.Add(1) }
-func full()       { fence.Add(1) }
+func toDevice()      { fence.Add(1) }
+func fromDevice()    { fence.Add(1) }
+func wcStart()       { fence.Add(1) }
+func wcStartLocked() { fence.Add(1) }
+func wcFlush()       { fence.Add(1) }
+func full()          { fence.Add(1) }
 
 func store64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
 

@@ -484,8 +484,10 @@ func (s *sendQueue) doorbell(nreq int, inl bool, size uint32, ctrl unsafe.Pointe
 	b := s.bf
 	if b.needLock {
 		b.lock.Lock()
+		wcStartLocked()
+	} else {
+		wcStart()
 	}
-	wcStart()
 	reg := unsafe.Add(b.reg, b.offset)
 	if nreq == 1 && b.uuarn != 0 && size > 1 && size <= b.bufSize/16 {
 		// mlx5_bf_copy: 64-byte blocks (copy64), wrapping the source at
