@@ -21,6 +21,13 @@ func full()          { fence.Add(1) }
 
 func store64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
 
+func copyFlush(dst, src unsafe.Pointer, n uintptr) {
+	for i := uintptr(0); i < n; i += 64 {
+		copy64(unsafe.Add(dst, i), unsafe.Add(src, i))
+	}
+	wcFlush()
+}
+
 func copy64(dst, src unsafe.Pointer) {
 	for i := uintptr(0); i < 64; i += 8 {
 		atomic.StoreUint64((*uint64)(unsafe.Add(dst, i)), *(*uint64)(unsafe.Add(src, i)))

@@ -494,19 +494,25 @@ func (s *sendQueue) doorbell(nreq int, inl bool, size uint32, ctrl unsafe.Pointe
 		// the end of the queue. (prefer_bf is libmlx5's
 		// default, so inline or not makes no difference here.)
 		_ = inl
-		src := ctrl
-		for n := int(align(uintptr(size)*16, 64)); n > 0; n -= 64 {
-			copy64(reg, src)
-			reg = unsafe.Add(reg, 64)
-			src = unsafe.Add(src, 64)
-			if src == s.end {
-				src = s.start
+		n := align(uintptr(size)*16, 64)
+		if n <= uintptr(s.end)-uintptr(ctrl) {
+			copyFlush(reg, ctrl, n) // the WQE does not wrap: one call
+		} else {
+			src := ctrl
+			for ; n > 0; n -= 64 {
+				copy64(reg, src)
+				reg = unsafe.Add(reg, 64)
+				src = unsafe.Add(src, 64)
+				if src == s.end {
+					src = s.start
+				}
 			}
+			wcFlush()
 		}
 	} else {
 		store64((*uint64)(reg), *(*uint64)(ctrl))
+		wcFlush()
 	}
-	wcFlush()
 	b.offset ^= b.bufSize
 	if b.needLock {
 		b.lock.Unlock()
