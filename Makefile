@@ -487,7 +487,7 @@ test-hw:
 ## Needs gcc, libibverbs-dev, ibverbs-providers and ibverbs-utils (make deps).
 MLX5_CACHE := $(CURDIR)/.cache/mlx5
 MLX5_C     := internal/provider/mlx5/difftest/c
-.PHONY: test-mlx5 mlx5-c
+.PHONY: test-mlx5 mlx5-c bench-mlx5
 mlx5-c:
 	@hack/vm/install-deps.sh gcc libc6-dev libibverbs-dev ibverbs-providers ibverbs-utils
 	@mkdir -p $(MLX5_CACHE)
@@ -531,3 +531,21 @@ test-mlx5-arm64: mlx5-c-arm64
 	if [ $$rc = 0 ]; then printf 'ok  \t%s\t%ds (arm64, qemu-user)\n' "$$pkg" $$((SECONDS - start)); \
 	else printf 'FAIL\t%s\t%ds (arm64, qemu-user)\n' "$$pkg" $$((SECONDS - start)); fi; exit $$rc) | tee $(MLX5_ARM64)/test.log; \
 	rc=$$?; echo "test-mlx5-arm64: $$((SECONDS - start)) s"; exit $$rc
+
+## bench-mlx5: post and poll on the fake mlx5 device of test-mlx5, on the
+## host CPU (no device, no VM): libibverbs + libmlx5 under the C fake
+## kernel against goverbs under the Go fake kernel, so a row costs what it
+## costs on hardware less the doorbell's MMIO stores. Interleaved rounds
+## (MLX5_BENCH_ROUNDS, default 9), each run a fresh process pinned to CPU 1;
+## per row the medians, the median of the per-round Go/C ratios and their
+## range, and Go's allocations per operation (docs/performance.md). Holds
+## $GOVERBS_VM_LOCK exclusively while it measures, when that is set.
+MLX5_BENCH_ROUNDS ?= 9
+bench-mlx5: mlx5-c
+	gcc -O2 -g -Wall -Wextra -Werror -o $(MLX5_CACHE)/bench $(MLX5_C)/bench.c -libverbs -ldl
+	$(GO) test -c -o $(MLX5_CACHE)/difftest.test ./internal/provider/mlx5/difftest/
+	$(GO) build -o $(MLX5_CACHE)/mlx5bench ./hack/mlx5bench
+	@set -o pipefail; d=$(CURDIR)/internal/provider/mlx5/difftest; \
+	$(if $(GOVERBS_VM_LOCK),flock -x $(GOVERBS_VM_LOCK)) $(MLX5_CACHE)/mlx5bench -rounds $(MLX5_BENCH_ROUNDS) \
+		-c $(MLX5_CACHE)/bench -fake $(MLX5_CACHE)/fake.so -device $$d/testdata/device.txt \
+		-go $(MLX5_CACHE)/difftest.test -dir $$d | tee $(MLX5_CACHE)/bench.txt

@@ -60,11 +60,31 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		q.sqLock.Unlock()
 		return sendErrors.State()
 	}
-	// One interface call into the provider, which writes the list and
-	// calls back (sendChecker) for the generic checks of each work
-	// request; View keeps wrs off the heap (see package
-	// internal/provider).
-	n, kick, err := q.sq.Post(provider.View[provider.SendWR](wrs), (*sendChecker)(q))
+	// One interface call into the provider, which writes the list; View
+	// keeps wrs off the heap (see package internal/provider). The generic
+	// checks of each work request run here first, and the provider posts
+	// the list up to the first work request they refuse, so that its loop
+	// makes no call per work request; only a UD QP's provider calls back
+	// (sendChecker), for each address handle's provider part.
+	var check provider.Checker = (*sendChecker)(q)
+	post := provider.View[provider.SendWR](wrs)
+	var checkErr error
+	if q.typ != UD {
+		check = nil
+		for i := range post {
+			if q.plainSend(&wrs[i]) {
+				continue
+			}
+			if _, err := (*sendChecker)(q).CheckSend(i, &post[i]); err != nil {
+				post, checkErr = post[:i], err
+				break
+			}
+		}
+	}
+	n, kick, err := q.sq.Post(post, check)
+	if err == nil {
+		err = checkErr
+	}
 	if q.windowOps {
 		q.windowOps = false
 		for i := range wrs[:n] {
@@ -141,6 +161,20 @@ func (q *QP) noteWindow(wr *verbs.SendWR) {
 		q.windows = make(map[kobj.Window]struct{})
 	}
 	q.windows[w] = struct{}{}
+}
+
+// plainSend reports, inlined, whether wr is a SEND or an RDMA WRITE (with
+// or without immediate data) that fits the QP, what validateSend accepts
+// of those on a QP that is not UD; for any other work request it reports
+// false and the caller runs validateSend.
+func (q *QP) plainSend(wr *verbs.SendWR) bool {
+	if wr.Opcode > verbs.WRSendWithImm {
+		return false
+	}
+	if wr.InlineData != nil {
+		return len(wr.InlineData) <= q.caps.MaxInlineData
+	}
+	return len(wr.SGList) <= q.sqSGE
 }
 
 // validateSend checks wr against the QP and returns the provider's part

@@ -415,7 +415,10 @@ type SendQueue interface {
 }
 
 // Checker is the generic validation of a send work request, which
-// SendQueue.Post applies to each before anything of its own.
+// SendQueue.Post applies to each before anything of its own. Post gets a
+// nil Checker when the caller validated every work request of the list
+// already (every QP type but UD, whose address handles come from the
+// Checker): then it checks nothing generic.
 type Checker interface {
 	// CheckSend returns the address handle of wr, the i-th of the list
 	// (nil unless the QP is UD), or the error to return for it.

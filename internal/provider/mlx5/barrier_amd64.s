@@ -52,3 +52,32 @@ TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ	56(SI), AX
 	MOVQ	AX, 56(DI)
 	RET
+
+// func copyFlush(dst, src unsafe.Pointer, n uintptr)
+TEXT ·copyFlush(SB), NOSPLIT|NOFRAME, $0-24
+	MOVQ	dst+0(FP), DI
+	MOVQ	src+8(FP), SI
+	MOVQ	n+16(FP), CX
+loop:
+	MOVQ	0(SI), AX
+	MOVQ	AX, 0(DI)
+	MOVQ	8(SI), AX
+	MOVQ	AX, 8(DI)
+	MOVQ	16(SI), AX
+	MOVQ	AX, 16(DI)
+	MOVQ	24(SI), AX
+	MOVQ	AX, 24(DI)
+	MOVQ	32(SI), AX
+	MOVQ	AX, 32(DI)
+	MOVQ	40(SI), AX
+	MOVQ	AX, 40(DI)
+	MOVQ	48(SI), AX
+	MOVQ	AX, 48(DI)
+	MOVQ	56(SI), AX
+	MOVQ	AX, 56(DI)
+	ADDQ	$64, DI
+	ADDQ	$64, SI
+	SUBQ	$64, CX
+	JA	loop
+	SFENCE
+	RET

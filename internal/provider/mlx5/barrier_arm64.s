@@ -39,3 +39,8 @@ TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
 	VLD1	(R1), [V0.D2, V1.D2, V2.D2, V3.D2]
 	VST1	[V0.D2, V1.D2, V2.D2, V3.D2], (R0)
 	RET
+
+// func wcStartLocked()
+TEXT ·wcStartLocked(SB), NOSPLIT|NOFRAME, $0-0
+	DSB	$0xe // DSB ST
+	RET

@@ -89,7 +89,7 @@ func (q *CQ) slot(n uint32) unsafe.Pointer {
 func (q *CQ) setReady() {
 	word := (*uint32)(unsafe.Add(q.slot(q.ci), cqeWQECounter))
 	opOwnShift := uint32(24)
-	if beWord32(1) == 1 { // big-endian host: op_own is the low byte
+	if bigEndian { // op_own is the word's low byte
 		opOwnShift = 0
 	}
 	if q.ci < q.nent {
@@ -120,17 +120,24 @@ func (q *CQ) sw(n uint32) unsafe.Pointer {
 }
 
 // Poll moves completions into wc as mlx5_poll_one does, then stores the
-// consumer index into the doorbell record.
+// consumer index into the doorbell record. It first counts the CQEs
+// software owns (up to len(wc)), then reads them after one barrier: every
+// owner byte was read before it, every CQE body after it, the order
+// libmlx5 gets with one barrier per CQE.
 func (q *CQ) Poll(wc []provider.WC) int {
-	n := 0
-	for n < len(wc) {
-		cqe := q.sw(q.ci)
-		if cqe == nil {
-			break
-		}
-		q.ci++
+	own := 0
+	for own < len(wc) && q.sw(q.ci+uint32(own)) != nil {
+		own++
+	}
+	if own > 0 {
 		fromDevice()
-		if !q.parse(cqe, &wc[n]) {
+	}
+	n := 0
+	var last lastQP
+	for n < own {
+		cqe := q.slot(q.ci)
+		q.ci++
+		if !q.parse(cqe, &wc[n], &last) {
 			// libmlx5 fails the whole poll (CQ_POLL_ERR); goverbs
 			// returns the completions before it and reports the entry
 			// (BadCQE).
@@ -142,7 +149,7 @@ func (q *CQ) Poll(wc []provider.WC) int {
 		}
 		n++
 	}
-	atomic.StoreUint32((*uint32)(q.db), beWord32(q.ci&0xffffff))
+	provider.StoreRelease((*uint32)(q.db), beWord32(q.ci&0xffffff))
 	q.setReady()
 	return n
 }
@@ -150,14 +157,14 @@ func (q *CQ) Poll(wc []provider.WC) int {
 // parse fills w from the CQE (mlx5_parse_cqe with cqe_version 1: the QP
 // is found by the user index in srqn_uidx). It reports false for a CQE it
 // cannot attribute (no such QP), which libmlx5 answers with a poll error.
-func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
+func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC, last *lastQP) bool {
 	qpn := be32(unsafe.Add(cqe, cqeSopDropQPN)) & 0xffffff
 	w.Flags = 0
 	w.QPNum = qpn
 	opOwn := *(*byte)(unsafe.Add(cqe, cqeOpOwn))
 	switch opOwn >> 4 {
 	case cqeReq:
-		p := q.qp(cqe, qpn)
+		p := q.qp(cqe, qpn, last)
 		if p == nil || p.sq == nil {
 			return false
 		}
@@ -184,13 +191,14 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			w.Opcode = provider.WCFetchAdd
 			w.ByteLen = 8
 		case opNOP:
-			w.Opcode = provider.WCOpcode(s.wrData[idx])
+			w.Opcode = provider.WCOpcode(s.slots[idx].data)
 		}
-		w.WRID = s.wrid[idx]
+		slot := &s.slots[idx]
+		w.WRID = slot.wrid
 		w.Status = provider.WCSuccess
-		atomic.StoreUint32(&s.tail, s.wqeHead[idx]+1)
+		provider.StoreRelease(&s.tail, slot.head+1)
 	case cqeRespWRImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
-		p, sr, ok := q.responder(cqe, qpn)
+		p, sr, ok := q.responder(cqe, qpn, last)
 		if !ok {
 			return false
 		}
@@ -214,7 +222,7 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			r := p.rq
 			idx := r.tail & (r.wqeCnt - 1)
 			w.WRID = r.wrid[idx]
-			atomic.AddUint32(&r.tail, 1)
+			provider.StoreRelease(&r.tail, atomic.LoadUint32(&r.tail)+1) // only Poll moves it
 			if scatter {
 				st = r.copyIn(idx, src, w.ByteLen, opOwn&inlineScatter32 != 0)
 			}
@@ -253,17 +261,17 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 	case cqeReqErr, cqeRespErr:
 		w.Status = errStatus(*(*byte)(unsafe.Add(cqe, cqeSyndrome)))
 		w.VendorErr = uint32(*(*byte)(unsafe.Add(cqe, cqeVendorErr)))
-		p := q.qp(cqe, qpn)
+		p := q.qp(cqe, qpn, last)
 		if opOwn>>4 == cqeReqErr {
 			if p == nil || p.sq == nil {
 				return false
 			}
 			s := p.sq
 			idx := uint32(be16(unsafe.Add(cqe, cqeWQECounter))) & (s.wqeCnt - 1)
-			w.WRID = s.wrid[idx]
-			atomic.StoreUint32(&s.tail, s.wqeHead[idx]+1)
+			w.WRID = s.slots[idx].wrid
+			provider.StoreRelease(&s.tail, s.slots[idx].head+1)
 		} else {
-			p, sr, ok := q.responder(cqe, qpn)
+			p, sr, ok := q.responder(cqe, qpn, last)
 			if !ok {
 				return false
 			}
@@ -274,7 +282,7 @@ func (q *CQ) parse(cqe unsafe.Pointer, w *provider.WC) bool {
 			} else {
 				r := p.rq
 				w.WRID = r.wrid[r.tail&(r.wqeCnt-1)]
-				atomic.AddUint32(&r.tail, 1)
+				provider.StoreRelease(&r.tail, atomic.LoadUint32(&r.tail)+1) // only Poll moves it
 			}
 		}
 	default:
@@ -323,10 +331,10 @@ func (r *recvQueue) copyIn(idx uint32, src unsafe.Pointer, n uint32, in32 bool) 
 // (get_cur_rsc): with CQE version 1 the QP by user index, and its SRQ if
 // it has one; with version 0 the SRQ by number when the CQE names one,
 // else the QP by number. ok is false when there is none.
-func (q *CQ) responder(cqe unsafe.Pointer, qpn uint32) (p *qp, s *srq, ok bool) {
+func (q *CQ) responder(cqe unsafe.Pointer, qpn uint32, last *lastQP) (p *qp, s *srq, ok bool) {
 	sn := be32(unsafe.Add(cqe, cqeSRQNUIdx)) & 0xffffff
 	if q.ctx.resp.CQEVersion == 1 {
-		p = q.ctx.byUIdx.get(sn)
+		p = q.qp(cqe, qpn, last)
 		if p == nil {
 			return nil, nil, false
 		}
@@ -339,17 +347,59 @@ func (q *CQ) responder(cqe unsafe.Pointer, qpn uint32) (p *qp, s *srq, ok bool) 
 		s = q.ctx.srqs.get(sn)
 		return nil, s, s != nil
 	}
-	p = q.ctx.byQPN.get(qpn)
+	p = q.qp(cqe, qpn, last)
 	return p, nil, p != nil && p.rq != nil
 }
 
 // qp finds the CQE's QP: by user index with CQE version 1, else by QP
 // number.
-func (q *CQ) qp(cqe unsafe.Pointer, qpn uint32) *qp {
-	if q.ctx.resp.CQEVersion == 1 {
-		return q.ctx.byUIdx.get(be32(unsafe.Add(cqe, cqeSRQNUIdx)))
+func (q *CQ) qp(cqe unsafe.Pointer, qpn uint32, last *lastQP) *qp {
+	key := q.rsn(cqe, qpn)
+	if p := last.hit(key); p != nil {
+		return p
 	}
-	return q.ctx.byQPN.get(qpn)
+	return q.lookup(key, last)
+}
+
+// rsn is the number that names the CQE's QP in the context's table: its
+// user index with CQE version 1, else its QP number.
+func (q *CQ) rsn(cqe unsafe.Pointer, qpn uint32) uint32 {
+	if q.ctx.resp.CQEVersion == 1 {
+		return be32(unsafe.Add(cqe, cqeSRQNUIdx)) & 0xffffff
+	}
+	return qpn
+}
+
+// lookup finds the QP of key (a user index or a QP number, as qp) in the
+// context's table and remembers it in last. (Not inlined, so that qp's
+// test of last is.)
+//
+//go:noinline
+func (q *CQ) lookup(key uint32, last *lastQP) *qp {
+	t := &q.ctx.byQPN
+	if q.ctx.resp.CQEVersion == 1 {
+		t = &q.ctx.byUIdx
+	}
+	p := t.get(key)
+	last.key, last.qp = key, p
+	return p
+}
+
+// lastQP is the QP the last CQE of one Poll named (libmlx5's cur_rsc):
+// the CQEs of one QP in a row look it up once. It lives for one Poll,
+// under the poll lock: a QP leaves its table only after its CQs were
+// cleaned under that lock.
+type lastQP struct {
+	key uint32
+	qp  *qp
+}
+
+// hit returns the QP of key if it was the last one, else nil.
+func (l *lastQP) hit(key uint32) *qp {
+	if l.key == key {
+		return l.qp
+	}
+	return nil
 }
 
 // errStatus maps an error CQE's syndrome to a completion status

@@ -24,9 +24,9 @@
 package mlx5
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -453,47 +453,45 @@ func ilog32(n uint32) uint32 {
 
 func addr(p unsafe.Pointer) uint64 { return uint64(uintptr(p)) }
 
-// Big-endian accessors of device memory.
-func be32(p unsafe.Pointer) uint32 {
-	b := (*[4]byte)(p)
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
+// The big-endian fields of WQEs, CQEs and address vectors, read and
+// written as single words: 4- and 8-byte fields sit at offsets aligned to
+// their size. (Byte by byte, the compiler would not always merge the
+// stores: a byte it can prove constant becomes a store of its own.)
+
+func be32(p unsafe.Pointer) uint32 { return beWord32(*(*uint32)(p)) }
 
 func be16(p unsafe.Pointer) uint16 {
-	b := (*[2]byte)(p)
-	return uint16(b[0])<<8 | uint16(b[1])
+	if bigEndian {
+		return *(*uint16)(p)
+	}
+	return bits.ReverseBytes16(*(*uint16)(p))
 }
 
-func be64(p unsafe.Pointer) uint64 {
-	return uint64(be32(p))<<32 | uint64(be32(unsafe.Add(p, 4)))
-}
+func be64(p unsafe.Pointer) uint64 { return beWord64(*(*uint64)(p)) }
 
 func putBE16(p unsafe.Pointer, v uint16) {
 	b := (*[2]byte)(p)
 	b[0], b[1] = byte(v>>8), byte(v)
 }
 
-func putBE32(p unsafe.Pointer, v uint32) {
-	b := (*[4]byte)(p)
-	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-}
+func putBE32(p unsafe.Pointer, v uint32) { *(*uint32)(p) = beWord32(v) }
 
-func putBE64(p unsafe.Pointer, v uint64) {
-	putBE32(p, uint32(v>>32))
-	putBE32(unsafe.Add(p, 4), uint32(v))
-}
+func putBE64(p unsafe.Pointer, v uint64) { *(*uint64)(p) = beWord64(v) }
 
 // beWord32 is the 32-bit word whose memory holds v big-endian, for single
-// stores of device words (doorbell records, the arm word).
+// stores of device words (doorbell records, the arm word); it is its own
+// inverse.
 func beWord32(v uint32) uint32 {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], v)
-	return binary.NativeEndian.Uint32(b[:])
+	if bigEndian {
+		return v
+	}
+	return bits.ReverseBytes32(v)
 }
 
-// beWord64 is beWord32 for a 64-bit doorbell.
+// beWord64 is beWord32 for a 64-bit word.
 func beWord64(v uint64) uint64 {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	return binary.NativeEndian.Uint64(b[:])
+	if bigEndian {
+		return v
+	}
+	return bits.ReverseBytes64(v)
 }

@@ -132,9 +132,7 @@ func (c *ucontext) NewQP(attr provider.QPAttr) (provider.QP, error) {
 		p.sq = &sendQueue{qp: p, start: unsafe.Add(base, p.rqSize), wqeCnt: p.sqSize / sendWQEBB,
 			maxPost: p.sqMaxPost, maxGS: p.sqMaxGS, maxInline: p.maxInline, errs: attr.SendErrors}
 		p.sq.end = unsafe.Add(p.sq.start, p.sqSize)
-		p.sq.wrid = make([]uint64, p.sq.wqeCnt)
-		p.sq.wqeHead = make([]uint32, p.sq.wqeCnt)
-		p.sq.wrData = make([]uint32, p.sq.wqeCnt)
+		p.sq.slots = make([]sendSlot, p.sq.wqeCnt)
 		if attr.SigAll {
 			p.sq.sigBits = ctrlCQUpdate
 		}
@@ -244,9 +242,15 @@ type sendQueue struct {
 	head, curPost uint32
 	tail          uint32 // moved by the CQ's Poll (under its lock)
 	fmCache       byte
-	wrid          []uint64
-	wqeHead       []uint32
-	wrData        []uint32
+	slots         []sendSlot // by WQE index
+}
+
+// sendSlot is what a send completion needs of the WQE at its index:
+// libmlx5's wrid, wqe_head and wr_data, in one place.
+type sendSlot struct {
+	wrid uint64
+	head uint32 // the work request's number (the send queue's head then)
+	data uint32 // the completion opcode of a NOP-completed operation
 }
 
 func (s *sendQueue) wqe(idx uint32) unsafe.Pointer {
@@ -262,11 +266,14 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	inl := false
 	size := uint32(0)
 	nextFence := s.fmCache
+	typ := s.qp.attr.Type
 	for ; nreq < len(wrs); nreq++ {
 		wr := &wrs[nreq]
 		var ah provider.AH
-		if ah, err = check.CheckSend(nreq, wr); err != nil {
-			break
+		if check != nil {
+			if ah, err = check.CheckSend(nreq, wr); err != nil {
+				break
+			}
 		}
 		var op byte
 		switch wr.Opcode {
@@ -328,19 +335,20 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 		*(*byte)(unsafe.Add(seg, 11)) = fm
 		seg = unsafe.Add(seg, ctrlSegSize)
 		size = ctrlSegSize / 16
-		s.wrData[idx] = 0
+		slot := &s.slots[idx]
+		slot.data = 0
 		atomic := false
 		switch wr.Opcode {
 		case provider.WRRDMARead, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
-			if s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UD ||
-				wr.Opcode == provider.WRRDMARead && s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UC {
+			if typ == uverbs.IB_UVERBS_QPT_UD ||
+				wr.Opcode == provider.WRRDMARead && typ == uverbs.IB_UVERBS_QPT_UC {
 				break
 			}
 			setRaddr(seg, wr.RemoteAddr, wr.RKey)
 			seg = unsafe.Add(seg, raddrSegSize)
 			size += raddrSegSize / 16
 		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
-			if s.qp.attr.Type != uverbs.IB_UVERBS_QPT_RC {
+			if typ != uverbs.IB_UVERBS_QPT_RC {
 				break
 			}
 			if !s.qp.ctx.atomics {
@@ -362,7 +370,7 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 		if err != nil {
 			break
 		}
-		if s.qp.attr.Type == uverbs.IB_UVERBS_QPT_UD {
+		if typ == uverbs.IB_UVERBS_QPT_UD {
 			a, ok := ah.(*addressHandle)
 			if !ok {
 				err = s.errs.At(nreq, provider.ReasonNotCapable)
@@ -406,8 +414,8 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 		}
 		putBE32(ctrl, (s.curPost&0xffff)<<8|uint32(op))
 		putBE32(unsafe.Add(ctrl, 4), size|s.qpn<<8)
-		s.wrid[idx] = wr.WRID
-		s.wqeHead[idx] = s.head + uint32(nreq)
+		slot.wrid = wr.WRID
+		slot.head = s.head + uint32(nreq)
 		s.curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
 	}
 	s.fmCache = nextFence
@@ -472,31 +480,39 @@ func (s *sendQueue) doorbell(nreq int, inl bool, size uint32, ctrl unsafe.Pointe
 	}
 	s.head += uint32(nreq)
 	toDevice()
-	atomic.StoreUint32((*uint32)(unsafe.Add(s.qp.db, 4*sndDBR)), beWord32(s.curPost&0xffff))
+	provider.StoreRelease((*uint32)(unsafe.Add(s.qp.db, 4*sndDBR)), beWord32(s.curPost&0xffff))
 	b := s.bf
 	if b.needLock {
 		b.lock.Lock()
+		wcStartLocked()
+	} else {
+		wcStart()
 	}
-	wcStart()
 	reg := unsafe.Add(b.reg, b.offset)
 	if nreq == 1 && b.uuarn != 0 && size > 1 && size <= b.bufSize/16 {
 		// mlx5_bf_copy: 64-byte blocks (copy64), wrapping the source at
 		// the end of the queue. (prefer_bf is libmlx5's
 		// default, so inline or not makes no difference here.)
 		_ = inl
-		src := ctrl
-		for n := int(align(uintptr(size)*16, 64)); n > 0; n -= 64 {
-			copy64(reg, src)
-			reg = unsafe.Add(reg, 64)
-			src = unsafe.Add(src, 64)
-			if src == s.end {
-				src = s.start
+		n := align(uintptr(size)*16, 64)
+		if n <= uintptr(s.end)-uintptr(ctrl) {
+			copyFlush(reg, ctrl, n) // the WQE does not wrap: one call
+		} else {
+			src := ctrl
+			for ; n > 0; n -= 64 {
+				copy64(reg, src)
+				reg = unsafe.Add(reg, 64)
+				src = unsafe.Add(src, 64)
+				if src == s.end {
+					src = s.start
+				}
 			}
+			wcFlush()
 		}
 	} else {
 		store64((*uint64)(reg), *(*uint64)(ctrl))
+		wcFlush()
 	}
-	wcFlush()
 	b.offset ^= b.bufSize
 	if b.needLock {
 		b.lock.Unlock()
@@ -601,7 +617,7 @@ func (r *recvQueue) Post(wrs []provider.RecvWR) error {
 	if nreq > 0 {
 		r.head += uint32(nreq)
 		toDevice()
-		atomic.StoreUint32((*uint32)(unsafe.Add(r.qp.db, 4*rcvDBR)), beWord32(r.head&0xffff))
+		provider.StoreRelease((*uint32)(unsafe.Add(r.qp.db, 4*rcvDBR)), beWord32(r.head&0xffff))
 	}
 	r.lock.Unlock()
 	return err

@@ -149,7 +149,7 @@ func (s *srq) Post(wrs []provider.RecvWR) error {
 	if nreq > 0 {
 		s.counter += uint32(nreq)
 		toDevice()
-		atomic.StoreUint32((*uint32)(s.db), beWord32(s.counter))
+		provider.StoreRelease((*uint32)(s.db), beWord32(s.counter))
 	}
 	s.lock.Unlock()
 	return err

@@ -39,6 +39,10 @@ type SendQueue struct{ Posts int }
 // Post implements provider.SendQueue.
 func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bool, error) {
 	for i := range wrs {
+		if check == nil {
+			s.Posts++
+			continue
+		}
 		if _, err := check.CheckSend(i, &wrs[i]); err != nil {
 			return i, false, err
 		}

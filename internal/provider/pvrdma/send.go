@@ -77,10 +77,13 @@ func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	n := 0
 	for i := range wrs {
 		wr := &wrs[i]
-		ah, cerr := check.CheckSend(i, wr)
-		if cerr != nil {
-			err = cerr
-			break
+		var ah provider.AH
+		if check != nil {
+			var cerr error
+			if ah, cerr = check.CheckSend(i, wr); cerr != nil {
+				err = cerr
+				break
+			}
 		}
 		if r := s.CheckSend(wr); r != 0 {
 			err = s.errs.At(i, r)

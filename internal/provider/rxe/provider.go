@@ -205,10 +205,13 @@ func (s *sendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	n := 0
 	for i := range wrs {
 		wr := &wrs[i]
-		h, cerr := check.CheckSend(i, wr)
-		if cerr != nil {
-			err = cerr
-			break
+		var h provider.AH
+		if check != nil {
+			var cerr error
+			if h, cerr = check.CheckSend(i, wr); cerr != nil {
+				err = cerr
+				break
+			}
 		}
 		if uint32(i) >= free {
 			err = s.errs.Full(i)

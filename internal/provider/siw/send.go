@@ -48,9 +48,11 @@ func (s *SendQueue) Post(wrs []provider.SendWR, check provider.Checker) (int, bo
 	n := 0
 	for i := range wrs {
 		wr := &wrs[i]
-		if _, cerr := check.CheckSend(i, wr); cerr != nil {
-			err = cerr
-			break
+		if check != nil {
+			if _, cerr := check.CheckSend(i, wr); cerr != nil {
+				err = cerr
+				break
+			}
 		}
 		if r := CheckSend(wr); r != 0 {
 			err = s.errs.At(i, r)

@@ -246,6 +246,16 @@ int fk_inject(int cq, const char *spec)
 	return 0;
 }
 
+// fk_cq_ring returns the ring of the cq-th CQ created and its number of
+// entries (the benchmark, bench.c, writes CQEs into it itself), or NULL.
+uint8_t *fk_cq_ring(int cq, uint32_t *nent)
+{
+	if (cq < 0 || cq >= ncq || !cqs[cq].live || cqs[cq].cqe_size != 64)
+		return NULL;
+	*nent = cqs[cq].nent;
+	return cqs[cq].buf;
+}
+
 // Completion channels: pipes; the fake keeps each write end.
 static int chan_rfd[MAXOBJ], chan_wfd[MAXOBJ], nchan;
 

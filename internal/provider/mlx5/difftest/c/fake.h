@@ -62,4 +62,5 @@ void fk_dump(const char *label);
 int fk_inject(int cq, const char *spec);
 int fk_event(int cq);
 int fk_roce(void);
+uint8_t *fk_cq_ring(int cq, uint32_t *nent);
 #endif
