@@ -77,7 +77,7 @@ MODULES  ?= rsocket/nettest examples/grpc examples/valkey
 # one even when an earlier one failed; the status is the last failure's.
 in-modules = rc=0; for m in $(MODULES); do echo "== module $$m: $(1)"; (cd $$m && $(1)) || rc=$$?; done; exit $$rc
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream fuzz fuzz-long build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream faults-valkey fuzz fuzz-long build clean
 
 all: build
 
@@ -354,6 +354,20 @@ faults: bed-faults
 	hack/vm/two-host.sh --timeout 900 --rerun-after-panic -- $(LOGDIR)/faults.test -test.v -test.timeout 12m 2>&1 | tee $(LOGDIR)/faults.log; \
 	rc=$$?; echo "faults: $$((SECONDS - start)) s"; exit $$rc
 	@grep '^a| faults: |' $(LOGDIR)/faults.log | sed 's/^a| faults: //'
+
+## faults-valkey: TestValkeyLinkDown alone on the two-host bed: the Go client
+## (valkeyrdma) pipelining SETs to valkey-server 8.1.1 on VM b (built by
+## hack/vm/build-valkey.sh), b's link down 15 s mid-pipeline; the reader and
+## the writer must get errors, and every replied SET must be on the server
+.PHONY: faults-valkey
+faults-valkey: bed-faults
+	@mkdir -p $(LOGDIR)
+	hack/vm/build-valkey.sh >/dev/null
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/testutil/faults
+	@set -o pipefail; start=$$SECONDS; GOVERBS_VALKEY=$$(hack/vm/build-valkey.sh) \
+	hack/vm/two-host.sh --timeout 600 --rerun-after-panic -- $(LOGDIR)/faults.test -test.v -test.run '^TestValkeyLinkDown$$' -test.timeout 8m 2>&1 | tee $(LOGDIR)/faults-valkey.log; \
+	rc=$$?; echo "faults-valkey: $$((SECONDS - start)) s"; exit $$rc
+	@grep '^a| faults: |' $(LOGDIR)/faults-valkey.log | sed 's/^a| faults: //'
 
 ## soak: the fault tests' soak for SOAK (default 6m), race detector on: the
 ## stream over a mildly lossy, duplicating, reordering link; then
