@@ -77,7 +77,7 @@ MODULES  ?= rsocket/nettest examples/grpc examples/valkey
 # one even when an earlier one failed; the status is the last failure's.
 in-modules = rc=0; for m in $(MODULES); do echo "== module $$m: $(1)"; (cd $$m && $(1)) || rc=$$?; done; exit $$rc
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream faults-valkey fuzz fuzz-long build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream bench-valkey faults-valkey fuzz fuzz-long build clean
 
 all: build
 
@@ -328,6 +328,19 @@ bench-rstream:
 	CGO_ENABLED=0 $(GO) build -o $(CURDIR)/.cache/bench/goverbs ./cmd/goverbs
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/rstream/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} $(RSTREAM_BEFORE) | tee $(CURDIR)/.cache/bench/rstream-raw.txt
 	awk -f bench/rstream/report.awk $(CURDIR)/.cache/bench/rstream-raw.txt | tee $(CURDIR)/.cache/bench/rstream-table.md
+
+## bench-valkey: valkey's C client (tests/rdma/rdma-test, value size made
+## a parameter and its loops timed: bench/valkey/build-c.sh) against the Go
+## client over valkeyrdma (bench/valkey) and over TCP, one valkey-server
+## 8.1.1, values of 64 B, 1 KiB and 16 KiB, BENCH_ROUNDS rounds in one boot
+## (VALKEY_KERNEL); ops/s medians and Go/C per-round ratios
+bench-valkey:
+	@mkdir -p $(CURDIR)/.cache/bench/valkey
+	hack/vm/build-valkey.sh >/dev/null
+	bench/valkey/build-c.sh $$(dirname $$(hack/vm/build-valkey.sh))/valkey_8.1.1+dfsg1.orig.tar.xz $(CURDIR)/.cache/bench/valkey 64 1024 16384
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/.cache/bench/valkey/bench-valkey ./bench/valkey
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$(VALKEY_KERNEL) hack/vm/run.sh -- bench/valkey/run.sh $$(hack/vm/build-valkey.sh) $(CURDIR)/.cache/bench/valkey $${BENCH_ROUNDS:-5} | tee $(CURDIR)/.cache/bench/valkey-raw.txt
+	awk -f bench/valkey/report.awk $(CURDIR)/.cache/bench/valkey-raw.txt | tee $(CURDIR)/.cache/bench/valkey-table.md
 
 ## fuzz: a short run of every fuzz target (found with go test -list)
 fuzz:
