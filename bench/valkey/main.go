@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -34,6 +35,7 @@ func main() {
 	size := flag.Int("size", 1024, "value size in bytes")
 	keys := flag.Int("keys", 1000, "number of keys")
 	flush := flag.Bool("flush", false, "send FLUSHALL and exit")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the SET and GET loops to `file`")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("bench-valkey: ")
@@ -72,6 +74,19 @@ func main() {
 	}
 	out := make([]byte, 0, *size+128)
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	start := time.Now()
 	for i := range ks {
 		out = appendCmd(out[:0], []byte("SET"), ks[i], vs[i])
