@@ -78,7 +78,7 @@ MODULES  ?= rsocket/nettest examples/grpc examples/valkey
 # one even when an earlier one failed; the status is the last failure's.
 in-modules = rc=0; for m in $(MODULES); do echo "== module $$m: $(1)"; (cd $$m && $(1)) || rc=$$?; done; exit $$rc
 
-.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream fuzz fuzz-long build clean
+.PHONY: all test deps vet fmt-check unit generate generate-check cross integration $(addprefix integration-,$(KERNELS)) demo bench bench-pvrdma bench-cmtime bench-rstream bench-valkey faults-valkey fuzz fuzz-long build clean
 
 all: build
 
@@ -330,6 +330,19 @@ bench-rstream:
 	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$${GOVERBS_KERNEL:-6.1} hack/vm/run.sh -- bench/rstream/run.sh $(CURDIR)/.cache/bench/goverbs $${BENCH_ROUNDS:-5} $(RSTREAM_BEFORE) | tee $(CURDIR)/.cache/bench/rstream-raw.txt
 	awk -f bench/rstream/report.awk $(CURDIR)/.cache/bench/rstream-raw.txt | tee $(CURDIR)/.cache/bench/rstream-table.md
 
+## bench-valkey: valkey's C client (tests/rdma/rdma-test, value size made
+## a parameter and its loops timed: bench/valkey/build-c.sh) against the Go
+## client over valkeyrdma (bench/valkey) and over TCP, one valkey-server
+## 8.1.1, values of 64 B, 1 KiB and 16 KiB, BENCH_ROUNDS rounds in one boot
+## (VALKEY_KERNEL); ops/s medians and Go/C per-round ratios
+bench-valkey:
+	@mkdir -p $(CURDIR)/.cache/bench/valkey
+	hack/vm/build-valkey.sh >/dev/null
+	bench/valkey/build-c.sh $$(dirname $$(hack/vm/build-valkey.sh))/valkey_8.1.1+dfsg1.orig.tar.xz $(CURDIR)/.cache/bench/valkey 64 1024 16384
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/.cache/bench/valkey/bench-valkey ./bench/valkey
+	set -o pipefail; GOVERBS_VM_LOCK_EXCLUSIVE=1 GOVERBS_KERNEL=$(VALKEY_KERNEL) hack/vm/run.sh -- bench/valkey/run.sh $$(hack/vm/build-valkey.sh) $(CURDIR)/.cache/bench/valkey $${BENCH_ROUNDS:-5} | tee $(CURDIR)/.cache/bench/valkey-raw.txt
+	awk -f bench/valkey/report.awk $(CURDIR)/.cache/bench/valkey-raw.txt | tee $(CURDIR)/.cache/bench/valkey-table.md
+
 ## fuzz: a short run of every fuzz target (found with go test -list)
 fuzz:
 	hack/fuzz.sh 20s
@@ -355,6 +368,20 @@ faults: bed-faults
 	hack/vm/two-host.sh --timeout 900 --rerun-after-panic -- $(LOGDIR)/faults.test -test.v -test.timeout 12m 2>&1 | tee $(LOGDIR)/faults.log; \
 	rc=$$?; echo "faults: $$((SECONDS - start)) s"; exit $$rc
 	@grep '^a| faults: |' $(LOGDIR)/faults.log | sed 's/^a| faults: //'
+
+## faults-valkey: TestValkeyLinkDown alone on the two-host bed: the Go client
+## (valkeyrdma) pipelining SETs to valkey-server 8.1.1 on VM b (built by
+## hack/vm/build-valkey.sh), b's link down 15 s mid-pipeline; the reader and
+## the writer must get errors, and every replied SET must be on the server
+.PHONY: faults-valkey
+faults-valkey: bed-faults
+	@mkdir -p $(LOGDIR)
+	hack/vm/build-valkey.sh >/dev/null
+	$(GO) test -c -race -o $(LOGDIR)/faults.test ./internal/testutil/faults
+	@set -o pipefail; start=$$SECONDS; GOVERBS_VALKEY=$$(hack/vm/build-valkey.sh) \
+	hack/vm/two-host.sh --timeout 600 --rerun-after-panic -- $(LOGDIR)/faults.test -test.v -test.run '^TestValkeyLinkDown$$' -test.timeout 8m 2>&1 | tee $(LOGDIR)/faults-valkey.log; \
+	rc=$$?; echo "faults-valkey: $$((SECONDS - start)) s"; exit $$rc
+	@grep '^a| faults: |' $(LOGDIR)/faults-valkey.log | sed 's/^a| faults: //'
 
 ## soak: the fault tests' soak for SOAK (default 6m), race detector on: the
 ## stream over a mildly lossy, duplicating, reordering link; then

@@ -23,7 +23,8 @@ import (
 
 // Work request IDs. A receive's wr_id is recvFlag and the index of its
 // 32-byte slot; a control message's SEND is ctrlFlag and its send slot;
-// a data WRITE's wr_id is its length.
+// a data WRITE's wr_id is its sequence number (Conn.dataPosted when it
+// was posted).
 const (
 	recvFlag = 1 << 63
 	ctrlFlag = 1 << 62
@@ -32,6 +33,13 @@ const (
 // closeTimeout bounds how long Close waits for what was written to
 // leave (cm.ID.Disconnect's own bound is 2 s).
 const closeTimeout = 3 * time.Second
+
+// signalEvery is how many data WRITEs in a row may go without asking
+// for a completion while the send queue and the staging ring are less
+// than half full. Valkey's client asks for one every 1024; a completion
+// per WRITE costs a completion event (a wake-up of the poller) per
+// request on top of the reply's.
+const signalEvery = 64
 
 // spinPolls is how many times a call that cannot proceed polls the CQ,
 // yielding between polls, before it sleeps on the completion channel.
@@ -84,6 +92,18 @@ type Conn struct {
 	sqAvail      int
 	ctrlNext     int // the next send slot to use
 	ctrlInFlight int
+
+	// Most data WRITEs are posted unsignaled; a completion (of a
+	// signaled WRITE, or of a control message's SEND: the send queue
+	// completes in order) frees every WRITE posted before it.
+	// dataLens holds the lengths of the WRITEs not yet freed, by
+	// sequence number; dataCovered is how many WRITEs a signaled
+	// work request posted so far will free.
+	dataLens    []int
+	dataPosted  uint64
+	dataDone    uint64
+	dataCovered uint64
+	ctrlData    [ctrlSlots]uint64 // dataPosted when each send slot's SEND was posted
 
 	peerFeatures   uint64
 	peerFeaturesOK bool
@@ -177,7 +197,7 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config, server bool) (_ *Conn, err 
 		return nil, err
 	}
 	c.qp, err = id.CreateQP(c.pd, qp.Options{
-		SendCQ: c.cq, RecvCQ: c.cq, SigAll: true,
+		SendCQ: c.cq, RecvCQ: c.cq,
 		Caps: qp.Caps{MaxSendWR: qsize, MaxRecvWR: qsize, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
@@ -194,6 +214,7 @@ func newConn(ch *cm.Channel, id *cm.ID, cfg *config, server bool) (_ *Conn, err 
 	}
 	c.cmdBuf, c.rx, c.tx = c.cmdMR.Bytes(), c.rxMR.Bytes(), c.txMR.Bytes()
 	c.sqAvail = qsize - ctrlSlots
+	c.dataLens = make([]int, c.sqAvail)
 	// Every receive has a slot of its own: a control message lands in
 	// it; a WRITE WITH IMMEDIATE places nothing there.
 	c.recvWRs = make([]verbs.RecvWR, qsize)
@@ -504,14 +525,9 @@ func (c *Conn) received(wc *verbs.WorkCompletion) {
 func (c *Conn) sent(wc *verbs.WorkCompletion) {
 	if wc.WRID&ctrlFlag != 0 {
 		c.ctrlInFlight--
+		c.freeData(c.ctrlData[int(wc.WRID&^ctrlFlag)-len(c.recvWRs)])
 	} else {
-		n := int(wc.WRID)
-		c.txUsed -= n
-		c.txTail += n
-		if c.txTail == len(c.tx) {
-			c.txTail = 0
-		}
-		c.sqAvail++
+		c.freeData(wc.WRID + 1)
 	}
 	if wc.Status == verbs.WCSuccess {
 		return
@@ -525,6 +541,21 @@ func (c *Conn) sent(wc *verbs.WorkCompletion) {
 		op = "control message"
 	}
 	c.fail(&CompletionError{Op: op, Status: wc.Status})
+}
+
+// freeData frees the data WRITEs before sequence number end: their
+// bytes of the staging ring and their send queue slots. The caller holds
+// c.mu.
+func (c *Conn) freeData(end uint64) {
+	for ; c.dataDone < end; c.dataDone++ {
+		n := c.dataLens[c.dataDone%uint64(len(c.dataLens))]
+		c.txUsed -= n
+		c.txTail += n
+		if c.txTail == len(c.tx) {
+			c.txTail = 0
+		}
+		c.sqAvail++
+	}
 }
 
 // repost re-posts n receives, each with the slot after the last one
@@ -543,13 +574,15 @@ func (c *Conn) postCtrl(cmd command) {
 	b := c.cmdBuf[slot*cmdSize : (slot+1)*cmdSize]
 	cmd.marshal(b)
 	c.ctrlSGE[0] = verbs.SGE{Addr: c.cmdMR.IOVA() + uint64(slot*cmdSize), Length: cmdSize, LKey: c.cmdMR.LKey()}
-	c.ctrlWR[0] = verbs.SendWR{WRID: ctrlFlag | uint64(slot), Opcode: verbs.WRSend, SGList: c.ctrlSGE[:]}
+	c.ctrlWR[0] = verbs.SendWR{WRID: ctrlFlag | uint64(slot), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: c.ctrlSGE[:]}
 	err := c.qp.PostSend(c.ctrlWR[:])
 	c.ctrlWR[0] = verbs.SendWR{}
 	if err != nil {
 		c.fail(fmt.Errorf("valkeyrdma: post a control message: %w", err))
 		return
 	}
+	c.ctrlData[slot-len(c.recvWRs)] = c.dataPosted
+	c.dataCovered = c.dataPosted
 	c.ctrlInFlight++
 }
 
@@ -569,14 +602,27 @@ func (c *Conn) postData(p []byte) int {
 	}
 	n := min(len(p), room, maxChunk, c.remoteLen-c.remoteOff)
 	copy(c.tx[c.txHead:c.txHead+n], p[:n])
+	// Ask for a completion once the send queue or the staging ring is
+	// half full (a Write waiting for room then has one coming), and
+	// every signalEvery WRITEs.
+	var flags verbs.SendFlags
+	seq := c.dataPosted
+	if c.sqAvail <= len(c.dataLens)/2 || c.txUsed+n > len(c.tx)/2 || seq+1-c.dataCovered >= signalEvery {
+		flags = verbs.SendSignaled
+	}
 	c.dataSGE[0] = verbs.SGE{Addr: c.txMR.IOVA() + uint64(c.txHead), Length: uint32(n), LKey: c.txMR.LKey()}
-	c.dataWR[0] = verbs.SendWR{WRID: uint64(n), Opcode: verbs.WRRDMAWriteWithImm, Imm: uint32(n),
+	c.dataWR[0] = verbs.SendWR{WRID: seq, Opcode: verbs.WRRDMAWriteWithImm, Flags: flags, Imm: uint32(n),
 		SGList: c.dataSGE[:], RemoteAddr: c.remoteAddr + uint64(c.remoteOff), RKey: c.remoteKey}
 	err := c.qp.PostSend(c.dataWR[:])
 	c.dataWR[0] = verbs.SendWR{}
 	if err != nil {
 		c.fail(fmt.Errorf("valkeyrdma: post a write: %w", err))
 		return 0
+	}
+	c.dataLens[seq%uint64(len(c.dataLens))] = n
+	c.dataPosted++
+	if flags != 0 {
+		c.dataCovered = c.dataPosted
 	}
 	c.txHead += n
 	c.txUsed += n
@@ -720,6 +766,11 @@ func (c *Conn) Close() error {
 		c.progress()
 		if c.allSent() {
 			break
+		}
+		if c.dataCovered < c.dataPosted && c.ctrlInFlight < ctrlSlots {
+			// The last WRITEs went unsignaled: a Keepalive's
+			// completion tells when they are done.
+			c.postCtrl(command{op: opKeepalive})
 		}
 		c.wait(&c.cw, condSent)
 	}

@@ -90,7 +90,7 @@ func (c qpConfig) slack() time.Duration { return c.budget() + 3*time.Second }
 // setup is a's first message: what the test is and how b must serve it.
 type setup struct {
 	Test  string
-	Mode  string        // "": in this process; "kill": in a child a has killed; "poweroff"; "cmkill", "rpma", "rpmakill", "rskill"
+	Mode  string        // "": in this process; "kill": in a child a has killed; "poweroff"; "cmkill", "rpma", "rpmakill", "rskill", "valkey"
 	Recvs int           // receives b posts (no RNR: every SEND has one); rpma: slots of b's region
 	Dur   time.Duration // the soak's stream: b waits that much longer for a command
 	QP    qpConfig
@@ -107,7 +107,7 @@ type qpInfo struct {
 
 // command is a's message during and after the stream.
 type command struct {
-	Op          string // netem, linkdown, die, poweroff, done
+	Op          string // netem, linkdown, die, poweroff, done, end
 	Netem       string
 	DownFor     time.Duration
 	SendsPosted int
@@ -664,6 +664,9 @@ func serve(t *testing.T) {
 		serveCMLoss(t, c, base)
 	case "rpmakill":
 		serveRPMAKilled(t, c, su, base)
+	case "valkey":
+		serveValkey(t, c)
+		base.check(t, "b")
 	default:
 		t.Fatalf("unknown mode %q", su.Mode)
 	}
