@@ -102,7 +102,7 @@ deps:
 ## docs/testing.md has the stages' measured times and why each is where it is.
 BASE_STAGES ?= deps vet fmt-check unit generate-check cross test-mlx5 \
 	integration-$(firstword $(KERNELS)) faults
-ROTATION_0 ?= $(addprefix integration-,$(wordlist 2,$(words $(KERNELS)),$(KERNELS))) test-valkey
+ROTATION_0 ?= $(addprefix integration-,$(wordlist 2,$(words $(KERNELS)),$(KERNELS))) test-valkey faults-valkey
 ROTATION_1 ?= test-arm64 test-siw test-mlx5-arm64
 ROTATION_2 ?= test-pvrdma-full
 ROTATION ?= $(shell cat $(CURDIR)/.ci/rotation 2>/dev/null || echo 0)

@@ -388,7 +388,32 @@ func TestCClient(t *testing.T) {
 // guard is for a process stuck in the kernel. Its output goes through a
 // file, so that what it printed before being killed is kept. srv, if not
 // nil, is the Go server, whose connections' state is logged then.
+//
+// rdma-test gives each connection, from address resolution to
+// ESTABLISHED, one second, and prints "RDMA: resolve failed" for any
+// connection that took longer; on a loaded TCG machine a connection to
+// valkey-server or to the Go Listener sometimes does. Such a run is tried
+// again, at most twice: a connection that never comes up still fails.
 func runRDMATest(t *testing.T, bin, host, port, threads string, srv *respServer) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		out, err := runRDMATestOnce(t, bin, host, port, threads, srv)
+		if err != nil && attempt < 3 && strings.Contains(out, "RDMA: resolve failed") {
+			t.Logf("rdma-test did not connect within its one second (run %d of at most 3): again", attempt)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("rdma-test: %v", err)
+		}
+		if !strings.Contains(out, "GET") || !strings.Contains(out, "KVs [OK]") {
+			t.Fatal("rdma-test did not report its GETs as passed")
+		}
+		return
+	}
+}
+
+// runRDMATestOnce runs rdma-test once and returns its output.
+func runRDMATestOnce(t *testing.T, bin, host, port, threads string, srv *respServer) (string, error) {
 	t.Helper()
 	outPath := filepath.Join(t.TempDir(), "out")
 	outFile, err := os.Create(outPath)
@@ -419,10 +444,5 @@ func runRDMATest(t *testing.T, bin, host, port, threads string, srv *respServer)
 	}
 	out, _ := os.ReadFile(outPath)
 	t.Logf("rdma-test -t %s (%v):\n%s", threads, time.Since(start), out)
-	if err != nil {
-		t.Fatalf("rdma-test: %v", err)
-	}
-	if !strings.Contains(string(out), "GET") || !strings.Contains(string(out), "KVs [OK]") {
-		t.Fatal("rdma-test did not report its GETs as passed")
-	}
+	return string(out), err
 }
