@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -60,7 +61,17 @@ func edit(t *testing.T, path, old, new string) {
 // make test's generation check, whatever headers the machine has.
 func TestGenerateCheckCatchesHandEdit(t *testing.T) {
 	dir := copyGenerator(t)
-	edit(t, filepath.Join(dir, "zconsts_linux.go"), "IB_UVERBS_WR_FLUSH                             = 0xe", "IB_UVERBS_WR_FLUSH                             = 0xf")
+	// The value of one constant, however gofmt aligned its line.
+	path := filepath.Join(dir, "zconsts_linux.go")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`IB_UVERBS_WR_FLUSH +=`).Find(b)
+	if line == nil {
+		t.Fatalf("%s has no IB_UVERBS_WR_FLUSH", path)
+	}
+	edit(t, path, string(line)+" 0xe", string(line)+" 0xf")
 	err, stderr := runCheck(t, dir)
 	if err == nil {
 		t.Fatalf("mkabi.sh -check passed on a hand-edited zconsts_linux.go; stderr:\n%s", stderr)
