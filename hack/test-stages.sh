@@ -45,7 +45,7 @@ has_target() { make -n "$1" >/dev/null 2>&1; }
 # testsum can count; the others only pass or fail.
 kind_of() {
 	case $1 in
-	unit | integration* | test-* | faults) echo tests ;;
+	unit | integration* | test-* | faults | faults-*) echo tests ;;
 	*) echo plain ;;
 	esac
 }
