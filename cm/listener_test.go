@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/cm"
 	"github.com/goverbs/goverbs/internal/testutil"
@@ -68,24 +69,52 @@ func TestListenerAccept(t *testing.T) {
 		err error
 	}
 	cli := make(chan client, 1)
-	ch1, ch2 := channel(t), channel(t)
-	go func() {
-		id, _, err := dialSend(ch1, "hello")
-		cli <- client{id, err}
-	}()
-	c, err := l.Accept(timeout(t))
-	if err != nil {
-		t.Fatal(err)
+	ch2 := channel(t)
+	// On iWARP the client's first SEND can be left unread in the server's
+	// kernel socket by siw (docs/providers.md, "siw: who sends first"):
+	// when the receive does not come and that socket holds unread bytes,
+	// the connection is made again, at most 5 times in all.
+	iwarp := testutil.Device(t).NodeType.Transport() == verbs.TransportIWARP
+	var c *cm.EP
+	var r client
+	for attempt := 1; ; attempt++ {
+		ch1 := channel(t)
+		go func() {
+			id, _, err := dialSend(ch1, "hello")
+			cli <- client{id, err}
+		}()
+		c, err = l.Accept(timeout(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := timeout(t)
+		if iwarp {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+		}
+		wc, err := c.Queues().GetRecvComp(ctx)
+		if err != nil && iwarp && attempt < 5 {
+			if unread := testutil.UnreadTCP(int(l.Addr().Port())); len(unread) > 0 {
+				t.Logf("siw, attempt %d: the first SEND left unread in the server's socket (docs/providers.md, siw: who sends first): %q", attempt, unread)
+				<-bufs
+				c.Close()
+				if r := <-cli; r.id != nil {
+					r.id.Close()
+				}
+				continue
+			}
+		}
+		if err != nil || wc.WRID != 7 {
+			t.Fatalf("receive: %+v %v", wc, err)
+		}
+		if got := string((<-bufs).Bytes()[:wc.ByteLen]); got != "hello" {
+			t.Fatalf("received %q, want hello", got)
+		}
+		r = <-cli
+		break
 	}
 	defer c.Close()
-	wc, err := c.Queues().GetRecvComp(timeout(t))
-	if err != nil || wc.WRID != 7 {
-		t.Fatalf("receive: %+v %v", wc, err)
-	}
-	if got := string((<-bufs).Bytes()[:wc.ByteLen]); got != "hello" {
-		t.Fatalf("received %q, want hello", got)
-	}
-	r := <-cli
 	if r.err != nil {
 		t.Fatalf("client: %v", r.err)
 	}
