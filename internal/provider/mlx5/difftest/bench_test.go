@@ -3,7 +3,6 @@ package difftest
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -45,10 +44,7 @@ func TestBenchNative(t *testing.T) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	dev, err := filepath.Abs("testdata/device.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := devicePath(t)
 	d, err := loadDevice(dev)
 	if err != nil {
 		t.Fatal(err)

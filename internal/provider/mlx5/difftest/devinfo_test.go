@@ -35,10 +35,7 @@ func TestDevinfo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ibv_devinfo (Debian's ibverbs-utils, which make mlx5-c installs): %v", err)
 	}
-	dev, err := filepath.Abs("testdata/device.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := devicePath(t)
 	d, err := loadDevice(dev)
 	if err != nil {
 		t.Fatal(err)

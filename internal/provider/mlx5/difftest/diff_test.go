@@ -36,6 +36,17 @@ import (
 // The largest MR a scenario makes (c/driver.c's MR_STRIDE).
 const mrStride = 0x1000000
 
+// devicePath returns the absolute path of testdata/device.txt, the device
+// description both fake kernels read.
+func devicePath(t testing.TB) string {
+	t.Helper()
+	dev, err := filepath.Abs("testdata/device.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
 // scenarios lists the scenario files: testdata/scenarios and
 // MLX5_SCENARIOS's directory.
 func scenarios(t *testing.T) []string {
@@ -69,10 +80,7 @@ func TestDiff(t *testing.T) {
 		testutil.SkipOptIn(t, "make test-mlx5 runs it (MLX5_C_DIR: the C side that make mlx5-c builds)")
 	}
 	wrap := strings.Fields(os.Getenv("MLX5_C_EXEC"))
-	dev, err := filepath.Abs("testdata/device.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := devicePath(t)
 	passed, failed := 0, 0
 	for _, f := range scenarios(t) {
 		ran := false // t.Run reports a subtest -run leaves out as passed
@@ -109,10 +117,7 @@ func TestDiff(t *testing.T) {
 // unit does without the C side: each must run to its end, its trace must
 // say so, and the race detector watches the provider's data path.
 func TestGoScenarios(t *testing.T) {
-	dev, err := filepath.Abs("testdata/device.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := devicePath(t)
 	for _, f := range scenarios(t) {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".scn"), func(t *testing.T) {
 			out, _, err := runGo(dev, f)

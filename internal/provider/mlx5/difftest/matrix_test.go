@@ -147,10 +147,7 @@ func matrixScenario(typ string, ops []string) (string, []int) {
 // request it was written for (so the WQE indexes the generator computes
 // are the ones the requests were posted at), successful, one per poll.
 func TestMatrixScenarios(t *testing.T) {
-	dev, err := filepath.Abs("testdata/device.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := devicePath(t)
 	for _, m := range matrixTypes {
 		path := filepath.Join("testdata", "scenarios", "matrix_"+m.typ+".scn")
 		want, signaled := matrixScenario(m.typ, m.ops)
